@@ -17,6 +17,20 @@ COMMANDS = {
 }
 
 
+def use_collection():
+    """Let `ansible_collections.gpuprov.gpu` imports resolve as Ansible resolves them.
+
+    Ansible's collection loader reads ansible.cfg (collections_path) and scans sys.path, so
+    the CLI uses the same copy of the collection that ansible-playbook would: the one in
+    this repository when run from it, the pip-installed one elsewhere.
+    """
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader()
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -26,6 +40,7 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":")
+        use_collection()
         return getattr(importlib.import_module(module_name), attr)
 
 

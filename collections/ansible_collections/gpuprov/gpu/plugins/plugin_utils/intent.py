@@ -1,0 +1,442 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""NodeIntent: what the inventory asks of one host, typed and checked.
+
+Inventory contract (per host, from any inventory source, group_vars or host_vars)::
+
+    gpuprov_gpu_model: A100-80GB        # or gpuprov_gpus: [{model: A100-80GB, count: 8}]
+    gpuprov_gpu_count: 8
+    gpuprov_sharing:
+      strategy: exclusive | time-slicing | mps | mig
+      replicas: 4                       # time-slicing and mps
+      mig:                              # strategy mig
+        config: all-balanced            # built-in or from gpuprov_mig_config_file
+        devices: [...]                  # or mig-parted entries inline
+        strategy: mixed                 # or single
+      time_slicing_replicas: 2          # optional with mig
+      mps: {provider: device-plugin | host, active_thread_percentage: 25, pinned_memory_limit: 10G}
+    gpuprov_mig_config_file: mig-parted.yaml   # relative to the inventory's folder
+    gpuprov_kubelet:
+      cpu_manager_policy: static
+      ...
+
+Every problem is collected (not only the first) as a Problem naming host and field.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted
+
+STRATEGIES = ("exclusive", "time-slicing", "mps", "mig")
+SHARING_KEYS = {"strategy", "replicas", "mig", "time_slicing_replicas", "mps"}
+MIG_KEYS = {"config", "devices", "strategy"}
+MPS_KEYS = {"provider", "active_thread_percentage", "pinned_memory_limit"}
+MPS_PROVIDERS = ("device-plugin", "host")
+
+KUBELET_ENUMS = {
+    "cpu_manager_policy": ("none", "static"),
+    "topology_manager_policy": ("none", "best-effort", "restricted", "single-numa-node"),
+    "topology_manager_scope": ("container", "pod"),
+    "memory_manager_policy": ("None", "Static"),
+}
+# Option name -> value check (kubelet docs, node-resource-managers).
+CPU_MANAGER_OPTIONS = {
+    "full-pcpus-only": "bool",
+    "distribute-cpus-across-numa": "bool",
+    "strict-cpu-reservation": "bool",
+    "prefer-align-cpus-by-uncorecache": "bool",
+    "align-by-socket": "bool",
+    "distribute-cpus-across-cores": "bool",
+}
+TOPOLOGY_MANAGER_OPTIONS = {
+    "prefer-closest-numa-nodes": "bool",
+    "max-allowable-numa-nodes": "int>8",
+    "numa-allocation-strategy": "str",
+}
+KUBELET_KEYS = set(KUBELET_ENUMS) | {
+    "cpu_manager_policy_options", "cpu_manager_reconcile_period", "topology_manager_policy_options",
+    "reserved_system_cpus", "kube_reserved_cpu", "system_reserved_cpu", "reserved_memory",
+}
+
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([MG])(?:i?B?)?\s*$", re.IGNORECASE)
+
+
+class Problem:
+    __slots__ = ("host", "field", "reason")
+
+    def __init__(self, host, field, reason):
+        self.host = host
+        self.field = field
+        self.reason = reason
+
+    def __str__(self):
+        return "%s: %s: %s" % (self.host, self.field, self.reason)
+
+    def as_dict(self):
+        return {"host": self.host, "field": self.field, "reason": self.reason}
+
+
+class NodeIntent:
+    """A host's validated request. ``key()`` is equal for hosts that plan identically."""
+
+    __slots__ = ("host", "models", "strategy", "replicas", "mig_requests", "mig_strategy",
+                 "mig_source", "time_slicing_replicas", "mps", "kubelet")
+
+    def __init__(self, host, models, strategy, replicas=None, mig_requests=None, mig_strategy=None,
+                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None):
+        self.host = host
+        self.models = models
+        self.strategy = strategy
+        self.replicas = replicas
+        self.mig_requests = mig_requests
+        self.mig_strategy = mig_strategy
+        self.mig_source = mig_source
+        self.time_slicing_replicas = time_slicing_replicas
+        self.mps = mps
+        self.kubelet = kubelet or {}
+
+    def key(self):
+        mig = None
+        if self.mig_requests is not None:
+            mig = tuple(None if r is None else (r.enabled, tuple(sorted(r.counts.items())))
+                        for r in self.mig_requests)
+        return (tuple(m.key for m in self.models), self.strategy, self.replicas, mig, self.mig_strategy,
+                self.mig_source, self.time_slicing_replicas,
+                tuple(sorted(self.mps.items())) if self.mps else None,
+                _freeze(self.kubelet))
+
+
+def _freeze(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_memory_mib(value):
+    """'10G', '10240M', '10Gi' or an int (MiB) -> MiB, or None when malformed."""
+    if _is_int(value):
+        return value if value > 0 else None
+    match = _MEMORY_RE.match(str(value))
+    if not match:
+        return None
+    number = float(match.group(1))
+    mib = number * 1024 if match.group(2).upper() == "G" else number
+    return int(mib) if mib >= 1 else None
+
+
+class _Collector:
+    def __init__(self, host):
+        self.host = host
+        self.problems = []
+
+    def add(self, field, reason):
+        self.problems.append(Problem(self.host, field, reason))
+
+
+def parse_models(host, hostvars, out):
+    """The node's GPU models, one per GPU index, from gpuprov_gpu_model/count or gpuprov_gpus."""
+    has_single = "gpuprov_gpu_model" in hostvars or "gpuprov_gpu_count" in hostvars
+    has_list = "gpuprov_gpus" in hostvars
+    if has_single and has_list:
+        out.add("gpuprov_gpus", "set either gpuprov_gpus or gpuprov_gpu_model/gpuprov_gpu_count, not both")
+        return None
+    if has_list:
+        gpus = hostvars["gpuprov_gpus"]
+        if not isinstance(gpus, list) or not gpus:
+            out.add("gpuprov_gpus", "must be a non-empty list of {model, count}")
+            return None
+        specs = []
+        for i, item in enumerate(gpus):
+            field = "gpuprov_gpus[%d]" % i
+            if not isinstance(item, dict) or set(item) - {"model", "count"} or "model" not in item:
+                out.add(field, "each item must be {model: NAME, count: N}")
+                continue
+            specs.append((field + ".model", item["model"], field + ".count", item.get("count", 1)))
+    elif has_single:
+        if "gpuprov_gpu_model" not in hostvars:
+            out.add("gpuprov_gpu_model", "required with gpuprov_gpu_count")
+            return None
+        specs = [("gpuprov_gpu_model", hostvars["gpuprov_gpu_model"], "gpuprov_gpu_count",
+                  hostvars.get("gpuprov_gpu_count", 1))]
+    else:
+        out.add("gpuprov_gpu_model", "required: the node's GPU model (or gpuprov_gpus for several models)")
+        return None
+    models = []
+    ok = True
+    for mfield, name, cfield, count in specs:
+        try:
+            model = catalog.lookup(name)
+        except catalog.UnknownModelError as exc:
+            out.add(mfield, str(exc))
+            ok = False
+            model = None
+        if not _is_int(count) or count < 1:
+            out.add(cfield, "must be a positive integer, got %r" % (count,))
+            ok = False
+            continue
+        if model is not None:
+            models.extend([model] * count)
+    return models if ok else None
+
+
+def parse_intent(host, hostvars, base_dir=None, file_cache=None):
+    """Build a NodeIntent from a host's variables. Returns (intent or None, [Problem])."""
+    out = _Collector(host)
+    models = parse_models(host, hostvars, out)
+
+    sharing = hostvars.get("gpuprov_sharing", {"strategy": "exclusive"})
+    if sharing is None:
+        sharing = {"strategy": "exclusive"}
+    if not isinstance(sharing, dict):
+        out.add("gpuprov_sharing", "must be a mapping with at least `strategy`")
+        return None, out.problems
+    unknown = sorted(set(sharing) - SHARING_KEYS)
+    if unknown:
+        out.add("gpuprov_sharing", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(SHARING_KEYS))))
+    strategy = sharing.get("strategy", "exclusive")
+    if strategy not in STRATEGIES:
+        out.add("gpuprov_sharing.strategy", "unknown strategy %r; choose one of %s" % (strategy, ", ".join(STRATEGIES)))
+        strategy = None
+
+    replicas = sharing.get("replicas")
+    ts_replicas = sharing.get("time_slicing_replicas")
+    mps = None
+    mig_requests = mig_strategy = mig_source = None
+
+    if strategy in ("time-slicing", "mps"):
+        if replicas is None:
+            out.add("gpuprov_sharing.replicas", "required for strategy %s" % strategy)
+        elif not _is_int(replicas) or replicas < 2:
+            out.add("gpuprov_sharing.replicas", "must be an integer >= 2 (the device plugin rejects fewer), got %r" % (replicas,))
+            replicas = None
+    elif replicas is not None:
+        out.add("gpuprov_sharing.replicas", "only used by time-slicing and mps; with mig use time_slicing_replicas")
+
+    if "mig" in sharing and strategy != "mig":
+        out.add("gpuprov_sharing.mig", "only used with strategy mig")
+    if ts_replicas is not None:
+        if strategy != "mig":
+            out.add("gpuprov_sharing.time_slicing_replicas", "only used with strategy mig; use replicas with time-slicing")
+        elif not _is_int(ts_replicas) or ts_replicas < 2:
+            out.add("gpuprov_sharing.time_slicing_replicas", "must be an integer >= 2, got %r" % (ts_replicas,))
+            ts_replicas = None
+
+    if "mps" in sharing:
+        if strategy == "mig":
+            out.add("gpuprov_sharing.mps", "MPS together with MIG is not supported by the device plugin "
+                                           "(\"sharing using MPS is not supported for MIG devices\")")
+        elif strategy == "time-slicing":
+            out.add("gpuprov_sharing.mps", "MPS and time-slicing are mutually exclusive; choose one strategy")
+        elif strategy != "mps":
+            out.add("gpuprov_sharing.mps", "only used with strategy mps")
+    if strategy == "mps":
+        mps = _parse_mps(sharing.get("mps") or {}, out)
+        if models and replicas:
+            for model in sorted(set(models), key=lambda m: m.key):
+                if replicas > model.mps_max_clients:
+                    out.add("gpuprov_sharing.replicas",
+                            "%d MPS replicas exceed the limit of %d for %s (compute capability %s)"
+                            % (replicas, model.mps_max_clients, model.key, model.compute_capability))
+
+    if strategy == "mig":
+        mig = sharing.get("mig")
+        if not isinstance(mig, dict):
+            out.add("gpuprov_sharing.mig", "required for strategy mig: {config: NAME} or {devices: [...]}")
+        else:
+            mig_requests, mig_strategy, mig_source = _parse_mig(mig, hostvars, models, base_dir, file_cache, out)
+    elif "gpuprov_mig_config_file" in hostvars and strategy is not None:
+        pass  # a group-wide file is fine on hosts that do not use MIG
+
+    kubelet = _parse_kubelet(hostvars.get("gpuprov_kubelet"), out)
+
+    if out.problems or models is None or strategy is None:
+        return None, out.problems
+    return NodeIntent(host, models, strategy, replicas, mig_requests, mig_strategy, mig_source,
+                      ts_replicas, mps, kubelet), out.problems
+
+
+def _parse_mps(mps, out):
+    if not isinstance(mps, dict):
+        out.add("gpuprov_sharing.mps", "must be a mapping: {provider, active_thread_percentage, pinned_memory_limit}")
+        return None
+    unknown = sorted(set(mps) - MPS_KEYS)
+    if unknown:
+        out.add("gpuprov_sharing.mps", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(MPS_KEYS))))
+    provider = mps.get("provider", "device-plugin")
+    if provider not in MPS_PROVIDERS:
+        out.add("gpuprov_sharing.mps.provider", "must be one of %s, got %r" % (", ".join(MPS_PROVIDERS), provider))
+    result = {"provider": provider}
+    pct = mps.get("active_thread_percentage")
+    if pct is not None:
+        if not _is_int(pct) or not 1 <= pct <= 100:
+            out.add("gpuprov_sharing.mps.active_thread_percentage", "must be an integer from 1 to 100, got %r" % (pct,))
+        result["active_thread_percentage"] = pct
+    limit = mps.get("pinned_memory_limit")
+    if limit is not None:
+        mib = parse_memory_mib(limit)
+        if mib is None:
+            out.add("gpuprov_sharing.mps.pinned_memory_limit", "must be a size such as 10G or 10240M, got %r" % (limit,))
+        result["pinned_memory_limit_mib"] = mib
+    if provider == "device-plugin" and (pct is not None or limit is not None):
+        out.add("gpuprov_sharing.mps", "the device plugin sets MPS limits itself from replicas; "
+                                       "active_thread_percentage and pinned_memory_limit need provider: host")
+    return result
+
+
+def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
+    unknown = sorted(set(mig) - MIG_KEYS)
+    if unknown:
+        out.add("gpuprov_sharing.mig", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(MIG_KEYS))))
+    mig_strategy = mig.get("strategy", "mixed")
+    if mig_strategy not in ("single", "mixed"):
+        out.add("gpuprov_sharing.mig.strategy", "must be single or mixed, got %r" % (mig_strategy,))
+    has_config, has_devices = "config" in mig, "devices" in mig
+    if has_config == has_devices:
+        out.add("gpuprov_sharing.mig", "set exactly one of config (a named config) or devices (mig-parted entries)")
+        return None, mig_strategy, None
+    if models is None:
+        return None, mig_strategy, None
+    if not any(m.mig_capable for m in models):
+        out.add("gpuprov_sharing.strategy", "MIG asked on a node whose GPUs have no MIG (%s)"
+                % ", ".join(sorted(set(m.key for m in models))))
+        return None, mig_strategy, None
+
+    if has_devices:
+        field = "gpuprov_sharing.mig.devices"
+        try:
+            entries = migparted.parse_entries(mig["devices"], field)
+        except migparted.MigPartedError as exc:
+            out.add(exc.field, exc.reason)
+            return None, mig_strategy, None
+        source = "inline"
+    else:
+        name = mig["config"]
+        path = hostvars.get("gpuprov_mig_config_file")
+        if path is not None:
+            if base_dir and not os.path.isabs(str(path)):
+                path = os.path.join(base_dir, str(path))
+            try:
+                configs = _load_cached(path, file_cache)
+            except migparted.MigPartedError as exc:
+                out.add("gpuprov_mig_config_file", str(exc))
+                return None, mig_strategy, None
+            if name not in configs:
+                out.add("gpuprov_sharing.mig.config", "no config named %r in %s (it has: %s)"
+                        % (name, path, ", ".join(sorted(configs))))
+                return None, mig_strategy, None
+            entries = configs[name]
+            field = "%s: mig-configs.%s" % (path, name)
+            source = "%s#%s" % (path, name)
+        else:
+            entries = migparted.builtin_entries(str(name), models)
+            if entries is None:
+                out.add("gpuprov_sharing.mig.config", "no built-in config named %r; built-ins for this node: %s "
+                        "(or name a mig-parted file with gpuprov_mig_config_file)"
+                        % (name, ", ".join(migparted.builtin_names(models))))
+                return None, mig_strategy, None
+            field = "gpuprov_sharing.mig.config(%s)" % name
+            source = "builtin#%s" % name
+    requests, problems = migparted.resolve(entries, models, field)
+    for pfield, reason in problems:
+        out.add(pfield, reason)
+    return requests, mig_strategy, source
+
+
+def _load_cached(path, cache):
+    if cache is None:
+        return migparted.load_file(path)
+    key = os.path.abspath(path)
+    if key not in cache:
+        try:
+            cache[key] = migparted.load_file(path)
+        except migparted.MigPartedError as exc:
+            cache[key] = exc
+    if isinstance(cache[key], Exception):
+        raise cache[key]
+    return cache[key]
+
+
+def _parse_kubelet(kubelet, out):
+    if kubelet is None:
+        return {}
+    if not isinstance(kubelet, dict):
+        out.add("gpuprov_kubelet", "must be a mapping of kubelet settings")
+        return {}
+    unknown = sorted(set(kubelet) - KUBELET_KEYS)
+    if unknown:
+        out.add("gpuprov_kubelet", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(KUBELET_KEYS))))
+    for key, allowed in KUBELET_ENUMS.items():
+        if key in kubelet and kubelet[key] not in allowed:
+            out.add("gpuprov_kubelet.%s" % key, "unknown policy %r; choose one of %s" % (kubelet[key], ", ".join(allowed)))
+    for key, known in (("cpu_manager_policy_options", CPU_MANAGER_OPTIONS),
+                       ("topology_manager_policy_options", TOPOLOGY_MANAGER_OPTIONS)):
+        options = kubelet.get(key)
+        if options is None:
+            continue
+        if not isinstance(options, dict):
+            out.add("gpuprov_kubelet.%s" % key, "must be a mapping of option name to value")
+            continue
+        for name, value in options.items():
+            kind = known.get(name)
+            field = "gpuprov_kubelet.%s.%s" % (key, name)
+            if kind is None:
+                out.add(field, "unknown option; known: %s" % ", ".join(sorted(known)))
+            elif not _option_value_ok(kind, value):
+                out.add(field, "expected %s, got %r" % ({"bool": "true or false", "int>8": "an integer above 8",
+                                                        "str": "a string"}[kind], value))
+    reserved = kubelet.get("reserved_system_cpus")
+    if reserved is not None and reserved != "auto":
+        try:
+            cpus = cpuset.parse_cpuset(str(reserved))
+            if not cpus:
+                raise ValueError("empty cpuset")
+        except ValueError as exc:
+            out.add("gpuprov_kubelet.reserved_system_cpus", "invalid cpuset %r: %s (use e.g. \"0,32\", \"0-1\" or auto)"
+                    % (reserved, exc))
+    for key in ("kube_reserved_cpu", "system_reserved_cpu"):
+        if key in kubelet and _cpu_quantity(kubelet[key]) is None:
+            out.add("gpuprov_kubelet.%s" % key, "must be a CPU quantity such as 1, 500m or \"1.5\", got %r" % (kubelet[key],))
+    if kubelet.get("cpu_manager_policy") == "static":
+        reserved_cpu = sum(_cpu_quantity(kubelet.get(k, 0)) or 0 for k in ("kube_reserved_cpu", "system_reserved_cpu"))
+        if reserved is None and reserved_cpu <= 0:
+            out.add("gpuprov_kubelet.cpu_manager_policy",
+                    "static needs a CPU reservation: set reserved_system_cpus (a cpuset or auto) or "
+                    "kube_reserved_cpu/system_reserved_cpu (kubelet refuses to start otherwise)")
+    if kubelet.get("memory_manager_policy") == "Static" and not kubelet.get("reserved_memory"):
+        out.add("gpuprov_kubelet.reserved_memory",
+                "memory_manager_policy Static needs reserved_memory per NUMA node (kubelet refuses to start otherwise)")
+    return dict(kubelet)
+
+
+def _option_value_ok(kind, value):
+    if kind == "bool":
+        return isinstance(value, bool) or str(value).lower() in ("true", "false")
+    if kind == "int>8":
+        try:
+            return int(str(value)) > 8
+        except ValueError:
+            return False
+    return isinstance(value, str)
+
+
+def _cpu_quantity(value):
+    """Kubernetes CPU quantity -> cores (float), or None."""
+    text = str(value).strip()
+    match = re.match(r"^(\d+(?:\.\d+)?)(m?)$", text)
+    if not match:
+        return None
+    number = float(match.group(1))
+    return number / 1000.0 if match.group(2) else number

@@ -1,0 +1,114 @@
+"""`gpuprov plan`: render and validate every node's plan, offline."""
+import click
+
+from gpuprov import render
+from gpuprov.errors import fail_bad_input
+
+
+def layout_text(plan):
+    """A short description of a node's sharing, e.g. `8x [3g.40gb 2g.20gb 1g.10gb 1g.10gb]`."""
+    strategy = plan["strategy"]
+    if strategy == "time-slicing":
+        return "time-slicing x%d" % (plan["resources"]["nvidia.com/gpu"] // plan["gpu_count"])
+    if strategy == "mps":
+        return "mps x%d (%s)" % (plan["mps"]["replicas"], plan["mps"]["provider"])
+    if strategy == "exclusive":
+        return "whole GPUs"
+    groups = []
+    for gpu in plan["gpus"]:
+        mig = gpu["mig"]
+        if mig and mig["enabled"]:
+            counts = {}
+            for inst in mig["instances"]:
+                counts[inst["profile"]] = counts.get(inst["profile"], 0) + 1
+            text = "[" + " ".join(p if n == 1 else "%dx%s" % (n, p) for p, n in counts.items()) + "]"
+        else:
+            text = "[no MIG]"
+        if groups and groups[-1][0] == text:
+            groups[-1][1] += 1
+        else:
+            groups.append([text, 1])
+    text = " ".join("%dx %s" % (n, t) for t, n in groups)
+    ts = plan["mig"]["time_slicing_replicas"]
+    return text + (" + time-slicing x%d" % ts if ts else "")
+
+
+def _gpus_text(plan):
+    counts = {}
+    for gpu in plan["gpus"]:
+        counts[gpu["model"]] = counts.get(gpu["model"], 0) + 1
+    return ", ".join("%dx %s" % (n, m) for m, n in counts.items())
+
+
+def plan_table(result):
+    rows = []
+    for host, plan in result["nodes"].items():
+        resources = ", ".join("%s=%d" % (k.replace("nvidia.com/", ""), v) for k, v in plan["resources"].items())
+        disruptive = [s["action"] for s in plan["actions"] if s["disruptive"] and s["action"] != "drain"]
+        rows.append([host, _gpus_text(plan), plan["strategy"], layout_text(plan), resources,
+                     plan["device_plugin"]["config_name"], ",".join(disruptive) or "-", len(plan["warnings"])])
+    lines = [render.table(["NODE", "GPUS", "STRATEGY", "LAYOUT", "ADVERTISES", "DP CONFIG", "DISRUPTIVE STEPS", "WARN"],
+                          rows)]
+    summary = result["summary"]
+    lines.append("")
+    lines.append("Fleet: %d node(s), %d physical GPU(s): %s" % (
+        summary["nodes"], summary["physical_gpus"],
+        ", ".join("%d %s" % (n, m) for m, n in summary["gpus_by_model"].items()) or "none"))
+    lines.append("Advertised: %s" % (", ".join("%s %d" % (k, v) for k, v in summary["resources"].items()) or "nothing"))
+    lines.append("Device-plugin configs: %s" % ", ".join(
+        "%s (%d node%s)" % (k, v, "" if v == 1 else "s") for k, v in summary["device_plugin_configs"].items()))
+    if result.get("skipped_hosts"):
+        lines.append("Skipped (no gpuprov_ variables): %s" % ", ".join(result["skipped_hosts"]))
+    warnings = [(host, w) for host, plan in result["nodes"].items() for w in plan["warnings"]]
+    if warnings:
+        lines.append("")
+        lines.append("Warnings:")
+        seen = {}
+        for host, warning in warnings:
+            seen.setdefault(warning, []).append(host)
+        for warning, hosts in seen.items():
+            where = hosts[0] if len(hosts) == 1 else "%s (+%d more)" % (hosts[0], len(hosts) - 1)
+            lines.append("  %s: %s" % (where, warning))
+    return "\n".join(lines)
+
+
+def load_plans(inventory, limit):
+    """Plans for the inventory, or exit 2 with every problem listed."""
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
+    from gpuprov.planning import PlanningFailed, plan_inventory
+
+    try:
+        return plan_inventory(list(inventory), limit)
+    except InventoryError as exc:
+        fail_bad_input([str(exc)])
+    except PlanningFailed as exc:
+        fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was planned or changed:"
+                       % len(exc.problems))
+
+
+inventory_option = click.option(
+    "-i", "--inventory", "inventory", multiple=True, required=True, metavar="INVENTORY",
+    help="Ansible inventory (file, folder or plugin config), as for ansible-playbook -i. Repeatable.")
+limit_option = click.option("-l", "--limit", metavar="PATTERN",
+                            help="Only these hosts (an Ansible host pattern, e.g. 'gpu_a100:!gpu-a100-02').")
+
+
+@click.command()
+@inventory_option
+@limit_option
+@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True,
+              help="table for people; json/yaml for tools (see the JSON contract in the README).")
+def plan(inventory, limit, output):
+    """Render and validate every node's plan from the inventory, offline.
+
+    Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
+    patterns work as in ansible-playbook), checks every node's gpuprov_* variables, and
+    plans each node: MIG layout with placements, device-plugin config and label,
+    advertised resources, MPS and kubelet settings, and the ordered disruptive steps a
+    converge may take. Nothing is contacted and nothing changes.
+
+    Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
+    `HOST: FIELD: reason`.
+    """
+    fleet = load_plans(inventory, limit)
+    render.emit(fleet.result, output, plan_table)
