@@ -12,7 +12,9 @@ from gpuprov import __version__
 
 # name -> "module:attribute" of a click.Command. Keep sorted.
 COMMANDS = {
+    "baseline": "gpuprov.cmd_baseline:baseline",
     "catalog": "gpuprov.cmd_catalog:catalog",
+    "diagnose": "gpuprov.cmd_diagnose:diagnose",
     "plan": "gpuprov.cmd_plan:plan",
 }
 

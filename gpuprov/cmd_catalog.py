@@ -32,7 +32,7 @@ def _model_table(data):
     lines.append("")
     rows = []
     for p in mig["profiles"]:
-        starts = ", ".join(str(pl["start"]) for pl in p["placements"])
+        starts = ",".join(str(pl["start"]) for pl in p["placements"])
         rows.append([p["name"], p["nvml_profile_id"], p["nvml_profile_enum"], p["compute_slices"],
                      p["memory_slices"], "%.2f" % p["memory_gib"], p["max_count"],
                      "{%s}:%d" % (starts, p["placements"][0]["size"])])

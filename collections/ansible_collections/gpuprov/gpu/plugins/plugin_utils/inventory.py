@@ -90,7 +90,7 @@ def load_host_vars(sources, limit=None):
         mine = dict((k, v) for k, v in all_vars.items() if k.startswith(VAR_PREFIX))
         if not mine:
             # Not a GPU node (a control-plane host, say): nothing to plan.
-            skipped.append(host.name)
+            skipped.append(str(host.name))
             continue
         if _needs_templating(mine):
             from ansible.template import Templar
@@ -99,7 +99,7 @@ def load_host_vars(sources, limit=None):
                 mine = dict((k, templar.template(v)) for k, v in mine.items())
             except AnsibleError as exc:
                 raise InventoryError("host %s: cannot render gpuprov variables: %s" % (host.name, exc))
-        result.append((host.name, _plain(mine)))
+        result.append((str(host.name), _plain(mine)))
     first = os.path.abspath(sources[0]) if sources and os.path.exists(sources[0]) else os.getcwd()
     base_dir = first if os.path.isdir(first) else os.path.dirname(first)
     return result, skipped, base_dir

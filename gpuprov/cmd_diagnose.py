@@ -1,0 +1,250 @@
+"""`gpuprov diagnose`: why do pods queue beside idle GPUs?"""
+import json
+import os
+
+import click
+
+from gpuprov import diagnose as diag
+from gpuprov.errors import EXIT_FAILED, fail_bad_input
+
+
+class ClusterError(Exception):
+    """The live cluster could not be read (not bad input: the command may work on retry)."""
+
+
+def fetch_cluster(kubeconfig=None, context=None):
+    """nodes, pods and FailedScheduling events as `kubectl get -o json` would print them."""
+    try:
+        from kubernetes import client, config
+        from kubernetes.config import ConfigException
+    except ImportError:
+        raise ClusterError("the kubernetes Python client is not installed; install it with "
+                           "`pip install 'gpuprov[cluster]'`, or export a snapshot with kubectl and use "
+                           "--snapshot DIR") from None
+    try:
+        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+    except (ConfigException, OSError) as error:
+        raise ClusterError("kubeconfig %s%s: %s" % (kubeconfig or "(default: $KUBECONFIG or ~/.kube/config)",
+                                                    " context %s" % context if context else "", error)) from None
+    core = client.CoreV1Api(api_client)
+    try:
+        documents = (
+            core.list_node(),
+            core.list_pod_for_all_namespaces(),
+            core.list_event_for_all_namespaces(field_selector="reason=FailedScheduling"),
+        )
+    except Exception as error:  # ApiException, urllib3 and socket errors all mean the same here
+        status = getattr(error, "status", None)
+        reason = getattr(error, "reason", None) or str(error).splitlines()[0]
+        raise ClusterError("cannot list nodes, pods and events%s: %s%s; check the context and that your "
+                           "user may list them cluster-wide"
+                           % (" (context %s)" % context if context else "",
+                              "HTTP %s " % status if status else "", reason)) from None
+    return tuple(api_client.sanitize_for_serialization(doc) for doc in documents)
+
+
+def load_live(kubeconfig, context, gpu_data):
+    nodes_doc, pods_doc, events_doc = fetch_cluster(kubeconfig, context)
+    problems, parsed = [], {}
+    for name, parser, doc in (("nodes", diag.parse_nodes, nodes_doc), ("pods", diag.parse_pods, pods_doc),
+                              ("events", diag.parse_events, events_doc)):
+        try:
+            parsed[name] = parser(doc, "cluster %s" % name)
+        except diag.SnapshotError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise diag.SnapshotError(problems)
+    snapshot = diag.Snapshot(nodes=parsed["nodes"], pods=parsed["pods"], events=parsed["events"],
+                             source="context %s" % context if context else "current kubeconfig context")
+    if gpu_data:
+        _add_gpu_data(snapshot, gpu_data)
+    else:
+        snapshot.notes.append("live mode reads no GPU facts or utilisation by itself: pass --gpu-data DIR "
+                              "(facts/<node>.json, utilization/<node>.csv)")
+    return snapshot
+
+
+def _add_gpu_data(snapshot, directory):
+    if not os.path.isdir(directory):
+        raise diag.SnapshotError("%s: --gpu-data is not a directory" % directory)
+    facts, utilization, notes = diag.load_gpu_data(directory, snapshot.nodes, label_prefix=directory.rstrip("/") + "/")
+    snapshot.facts.update(facts)
+    snapshot.utilization.update(utilization)
+    snapshot.notes.extend(notes)
+
+
+# --------------------------------------------------------------------------------------
+# Table rendering
+
+
+def _table(headers, rows):
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row[:-1]):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [headers] + rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _short_resource(name):
+    return name[len("nvidia.com/"):] if name.startswith("nvidia.com/") else name
+
+
+def _node_row(node):
+    allocated = ", ".join("%s %d/%d" % (_short_resource(r["name"]), r["allocated"], r["allocatable"])
+                          for r in node["resources"] if r["allocatable"] or r["capacity"])
+    sm = "%.0f%%" % node["sm_mean"] if node["sm_mean"] is not None else "-"
+    peak = node["memory_peak"]
+    memory = "%s/%s GiB" % (diag._fmt_gib(peak["used_mib"]), diag._fmt_gib(peak["total_mib"])) if peak else "-"
+    finding = node["remedy"]["summary"] if node["check"] in ("allocation", "memory") and node["remedy"] \
+        else node["summary"]
+    return [node["name"], str(node["physical_gpus"]), allocated, sm, memory, node["check"] or "-",
+            node.get("status", "-"), finding]
+
+
+def _wrap(prefix, text, width=100):
+    indent = " " * len(prefix)
+    lines, current = [], prefix
+    for word in text.split(" "):
+        if len(current) + len(word) + 1 > width and current.strip():
+            lines.append(current.rstrip())
+            current = indent
+        current += word + " "
+    lines.append(current.rstrip())
+    return lines
+
+
+def _remedy_lines(remedy):
+    lines = []
+    if not remedy:
+        return lines
+    if remedy.get("summary"):
+        lines.extend(_wrap("    remedy:   ", remedy["summary"]))
+    if remedy.get("inventory"):
+        lines.append("              %s" % remedy["inventory"])
+    if remedy.get("sizing"):
+        lines.extend(_wrap("    sizing:   ", remedy["sizing"]))
+    for alternative in remedy.get("alternatives") or []:
+        lines.extend(_wrap("    instead:  ", alternative["summary"]))
+        if alternative.get("inventory"):
+            lines.append("              %s" % alternative["inventory"])
+    for command in remedy.get("commands") or []:
+        lines.append("    run:      %s" % command)
+    return lines
+
+
+def render_table(report):
+    summary = report["summary"]
+    out = ["%s: %d GPU node(s) of %d, %d GPU(s), %d Pending GPU pod(s)"
+           % (report["source"], summary["gpu_nodes"], summary["nodes"], summary["gpus"],
+              summary["pending_gpu_pods"]), ""]
+    if report["nodes"]:
+        out.extend(_table(["NODE", "GPUS", "ALLOCATED", "SM", "MEM PEAK", "CHECK", "STATUS", "FINDING"],
+                          [_node_row(n) for n in report["nodes"]]))
+        out.append("")
+    if report["pods"]:
+        rows = [["%s/%s" % (p["namespace"], p["name"]),
+                 ", ".join("%d %s" % (v, _short_resource(k)) for k, v in sorted(p["requests"].items())),
+                 p["check"] or "-", p["summary"]] for p in report["pods"]]
+        out.extend(_table(["PENDING POD", "REQUESTS", "CHECK", "FINDING"], rows))
+        out.append("")
+    details = [n for n in report["nodes"] if n["check"] or n.get("status") == "unavailable"]
+    if details or report["pods"]:
+        out.append("Details")
+    for node in details:
+        out.extend(_wrap("  %s [%s] " % (node["name"], node["check"] or node.get("status")), node["summary"]))
+        for line in node["evidence"]:
+            out.extend(_wrap("    evidence: ", line))
+        out.extend(_remedy_lines(node["remedy"]))
+    for pod in report["pods"]:
+        out.extend(_wrap("  %s/%s [%s] " % (pod["namespace"], pod["name"], pod["check"] or pod.get("status")),
+                         pod["summary"]))
+        for line in pod["evidence"]:
+            out.extend(_wrap("    evidence: ", line))
+        out.extend(_remedy_lines(pod["remedy"]))
+    if details or report["pods"]:
+        out.append("")
+    slots = summary["slots_from_sharing"]
+    out.append("Pending pods by check: %s; unexplained %d. Sharing on the allocation-bound nodes adds %d slot(s)."
+               % (", ".join("%s %d" % kv for kv in summary["pending_by_check"].items()),
+                  summary["pending_unexplained"], slots))
+    for item in report["not_run"]:
+        who = ", ".join(item.get("nodes") or item.get("pods") or [])
+        out.extend(_wrap("Not run: ", "%s check for %s: %s" % (item["check"], who, item["reason"])))
+    for note in report["notes"]:
+        out.extend(_wrap("Note: ", note))
+    return "\n".join(out)
+
+
+@click.command("diagnose")
+@click.option("--snapshot", "snapshot_dir", metavar="DIR",
+              help="Folder with nodes.json, pods.json, events.json (kubectl get ... -o json) and optional "
+                   "facts/<node>.json and utilization/<node>.csv.")
+@click.option("--kubeconfig", metavar="FILE", help="Live mode: read the cluster through this kubeconfig "
+                                                  "(default $KUBECONFIG or ~/.kube/config).")
+@click.option("--context", metavar="NAME", help="Live mode: kubeconfig context to use.")
+@click.option("--gpu-data", metavar="DIR",
+              help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline "
+                   "--out DIR`); in live mode the only source of GPU figures.")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table for people, json for tools (schema gpuprov.diagnose/v1).")
+@click.option("--max-replicas", type=click.IntRange(2, 64), default=diag.DEFAULT_MAX_REPLICAS, show_default=True,
+              help="Largest time-slicing replica count to suggest.")
+def diagnose(snapshot_dir, kubeconfig, context, gpu_data, output, max_replicas):
+    """Explain why pods stay Pending while GPUs look idle, and what would fix it.
+
+    Checks run in this order, and each node and Pending GPU pod is reported under the
+    first that explains it:
+
+    \b
+      1 allocation   every GPU on the node is requested: sharing adds slots
+                     (time-slicing replicas sized from memory headroom and SM use;
+                     MIG when today's use fits an instance)
+      2 memory       fully allocated and GPU memory nearly full: time-slicing will
+                     not help; MIG or MPS with memory limits might, or nothing will
+      3 placement    GPUs are free, but the pod's node selector, node affinity,
+                     tolerations or size keep it off them (FailedScheduling events
+                     are parsed and checked against node labels and taints)
+      4 application  GPUs held but idle: SM activity cycles (CPU-bound) or stays
+                     low while memory is held (I/O-bound): more GPUs will not help
+
+    \b
+    Snapshot mode (no cluster access needed):
+      kubectl get nodes -o json > DIR/nodes.json
+      kubectl get pods -A -o json > DIR/pods.json
+      kubectl get events -A -o json > DIR/events.json
+      gpuprov diagnose --snapshot DIR
+    Optional, for the memory and application checks: DIR/facts/<node>.json (gpu_facts
+    output) and DIR/utilization/<node>.csv (`gpuprov baseline --out DIR` writes them).
+    A check that lacks its input is reported as not run, with the reason.
+
+    Live mode (without --snapshot) reads nodes, pods and events through the kubernetes
+    Python client (`pip install 'gpuprov[cluster]'`). It does not gather GPU facts or
+    utilisation itself: pass them with --gpu-data DIR.
+
+    Exit status: 0 report produced (whatever it finds), 1 the cluster could not be read,
+    2 bad or missing input (the message names the file and field).
+    """
+    if snapshot_dir and (kubeconfig or context):
+        fail_bad_input(["--snapshot reads a saved snapshot; --kubeconfig/--context read a live cluster: "
+                        "give one or the other"])
+    try:
+        if snapshot_dir:
+            snapshot = diag.load_snapshot(snapshot_dir)
+            if gpu_data:
+                _add_gpu_data(snapshot, gpu_data)
+        else:
+            snapshot = load_live(kubeconfig, context, gpu_data)
+        report = diag.diagnose(snapshot, max_replicas=max_replicas)
+    except diag.SnapshotError as error:
+        fail_bad_input(error.problems, header="gpuprov diagnose: cannot use this input:")
+    except ClusterError as error:
+        click.echo("gpuprov diagnose: %s" % error, err=True)
+        raise SystemExit(EXIT_FAILED) from None
+    if output == "json":
+        click.echo(json.dumps(report, indent=2, sort_keys=False))
+    else:
+        click.echo(render_table(report))

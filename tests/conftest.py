@@ -1,0 +1,27 @@
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "real-world")
+
+
+@pytest.fixture
+def repo_root():
+    return REPO
+
+
+@pytest.fixture
+def gpuprov():
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from gpuprov.cli import cli, use_collection
+
+    use_collection()
+
+    def run(*args):
+        result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        return result.exit_code, result.stdout, result.stderr
+
+    return run
