@@ -1,0 +1,448 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""A thin layer over nvidia-ml-py (``pynvml``) for the node modules.
+
+Everything that talks to NVML goes through :class:`Nvml`. It turns ``NVMLError_*`` into
+:class:`NvmlError`, which names the GPU and the operation and says what to do, and it
+reports a node without the driver (or without nvidia-ml-py) as :class:`NvmlUnavailable`
+instead of crashing.
+
+``pynvml`` is imported lazily, so modules that use this file import on any node.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ctypes
+import math
+from collections import namedtuple
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import Instance, ProfileSpec
+
+COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
+COMPUTE_MODE_VALUES = dict((name, value) for value, name in COMPUTE_MODE_NAMES.items())
+
+# NVML GPU-instance profile enums gpuprov manages (NVML_GPU_INSTANCE_PROFILE_*): the plain
+# compute profiles, the +me profiles (REV1) and the double-memory 1g (REV2). Graphics and
+# media-less variants are left alone.
+GPU_INSTANCE_PROFILE_ENUMS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+_MEDIA_EXTENSION_ENUMS = (7, 8)
+# NVML_COMPUTE_INSTANCE_PROFILE_* enum for a compute instance of N compute slices.
+_CI_ENUM_FOR_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+_NO_ID = 0xFFFFFFFF
+_MIB = 1024 * 1024
+
+GpuProfile = namedtuple("GpuProfile", ["name", "enum", "id", "compute_slices", "max_count",
+                                       "memory_mib", "placements"])
+GpuInstance = namedtuple("GpuInstance", ["id", "profile", "profile_id", "start", "size", "compute_instances"])
+
+# What to do, by NVML error class name.
+_HINTS = {
+    "NVMLError_InUse": "processes or compute instances still use it; stop them or set force",
+    "NVMLError_InsufficientResources": (
+        "the instance overlaps one that exists or the profile's count is used up; "
+        "read the current layout with gpu_facts"),
+    "NVMLError_NotSupported": (
+        "this GPU or driver does not support the operation (MIG needs an A30, A100, H100, H200, "
+        "GH200 or B200 class GPU with MIG mode enabled)"),
+    "NVMLError_NoPermission": "run the task as root (become: true)",
+    "NVMLError_GpuIsLost": (
+        "the GPU has fallen off the bus; check the kernel log for Xid errors, then reset the GPU "
+        "(nvidia-smi -r) or reboot the node"),
+    "NVMLError_ResetRequired": "reset the GPU (nvidia-smi -r) or reboot the node (a VM needs a reboot)",
+    "NVMLError_DriverNotLoaded": "load the NVIDIA kernel module (modprobe nvidia) or reinstall the driver",
+    "NVMLError_LibraryNotFound": "install the NVIDIA driver (libnvidia-ml.so.1 was not found)",
+    "NVMLError_Uninitialized": "NVML was not initialised; this is a bug in gpuprov, please report it",
+    "NVMLError_InvalidArgument": "the request does not match the GPU's state; re-read it with gpu_facts",
+    "NVMLError_NotFound": "the object no longer exists; re-read the GPU's state with gpu_facts",
+    "NVMLError_LibRmVersionMismatch": "the NVIDIA library and kernel module differ; reboot or reload the driver",
+}
+
+
+class NvmlError(Exception):
+    """An NVML call failed.
+
+    ``gpu``: index of the GPU (None for node-wide calls), ``operation``: what was being
+    done, ``code``: NVML's error code, ``hint``: what to do about it.
+    """
+
+    def __init__(self, message, gpu=None, operation=None, hint=None, code=None, reason=None,
+                 error_class=None):
+        super(NvmlError, self).__init__(message)
+        self.message = message
+        self.gpu = gpu
+        self.operation = operation
+        self.hint = hint
+        self.code = code
+        self.reason = reason
+        # NVML's error class name, e.g. "NVMLError_InUse" (None when NVML raised nothing).
+        self.error_class = error_class
+
+    def __str__(self):
+        text = self.message
+        if self.hint:
+            text = "%s; %s" % (text, self.hint)
+        return text
+
+    @classmethod
+    def from_nvml(cls, exc, gpu=None, operation=None, bus_id=None):
+        name = type(exc).__name__
+        code = getattr(exc, "value", None)
+        where = ""
+        if gpu is not None:
+            where = "GPU %s%s: " % (gpu, " (%s)" % bus_id if bus_id else "")
+        message = "%s%s failed: %s" % (where, operation or "NVML call", exc)
+        return cls(message, gpu=gpu, operation=operation, hint=_HINTS.get(name), code=code,
+                   reason=str(exc), error_class=name)
+
+    def as_dict(self):
+        return {"gpu": self.gpu, "operation": self.operation, "code": self.code,
+                "reason": self.reason, "hint": self.hint}
+
+
+class NvmlUnavailable(NvmlError):
+    """No usable NVML on this node: nvidia-ml-py missing, or no driver."""
+
+
+def _import_pynvml():
+    try:
+        import pynvml
+    except ImportError:
+        raise NvmlUnavailable(
+            "nvidia-ml-py not installed: the Python package that provides pynvml is missing",
+            operation="import pynvml", hint="install it on the node (pip install nvidia-ml-py)",
+            reason="nvidia-ml-py not installed")
+    return pynvml
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def profile_name_from_memory(memory_mb, total_memory_mib, memory_gib_total, slices, enum):
+    """Profile name by go-nvlib's rule, when NVML gives no name: GB =
+    round(ceil(8 * mem / total) / 8 * ceil(total GiB))."""
+    fraction = math.ceil(8.0 * memory_mb / total_memory_mib) / 8.0
+    name = "%dg.%dgb" % (slices, int(round(fraction * math.ceil(memory_gib_total))))
+    if enum in _MEDIA_EXTENSION_ENUMS:
+        name += "+me"
+    return name
+
+
+class Nvml:
+    """NVML session: ``with Nvml() as nvml: ...`` (init on enter, shutdown on exit)."""
+
+    def __init__(self):
+        self.pynvml = None
+        self._bus_ids = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self):
+        self.pynvml = _import_pynvml()
+        try:
+            self.pynvml.nvmlInit()
+        except self.pynvml.NVMLError as exc:
+            error = NvmlError.from_nvml(exc, operation="initialising NVML")
+            if type(exc).__name__ in ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded"):
+                raise NvmlUnavailable(error.message, operation=error.operation, hint=error.hint,
+                                      code=error.code, reason=error.reason, error_class=error.error_class)
+            raise error
+        return self
+
+    def __exit__(self, *exc_info):
+        try:
+            self.pynvml.nvmlShutdown()
+        except self.pynvml.NVMLError:
+            pass
+        return False
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def call(self, operation, func, *args, **kwargs):
+        """Call ``func``; an NVMLError becomes NvmlError naming ``gpu`` (a keyword argument)."""
+        gpu = kwargs.pop("gpu", None)
+        try:
+            return func(*args, **kwargs)
+        except self.pynvml.NVMLError as exc:
+            raise NvmlError.from_nvml(exc, gpu=gpu, operation=operation, bus_id=self._bus_ids.get(gpu))
+
+    @staticmethod
+    def is_error(exc, name):
+        """Whether an NvmlError came from NVML's ``NVMLError_<name>`` (e.g. "InUse")."""
+        return exc.error_class == "NVMLError_" + name
+
+    def handle(self, index):
+        return self.call("opening the device", self.pynvml.nvmlDeviceGetHandleByIndex, index, gpu=index)
+
+    # -- node --------------------------------------------------------------------------------
+    def driver_version(self):
+        return _text(self.call("reading the driver version", self.pynvml.nvmlSystemGetDriverVersion))
+
+    def cuda_driver_version(self):
+        """The CUDA version the driver supports, as "12.4" (None when NVML cannot say)."""
+        try:
+            value = self.call("reading the CUDA driver version", self.pynvml.nvmlSystemGetCudaDriverVersion)
+        except NvmlError:
+            return None
+        return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+    def device_count(self):
+        return self.call("counting GPUs", self.pynvml.nvmlDeviceGetCount)
+
+    # -- one GPU -----------------------------------------------------------------------------
+    def bus_id(self, index, handle=None):
+        if index not in self._bus_ids:
+            handle = handle or self.handle(index)
+            pci = self.call("reading PCI info", self.pynvml.nvmlDeviceGetPciInfo, handle, gpu=index)
+            self._bus_ids[index] = _text(pci.busId)
+        return self._bus_ids[index]
+
+    def gpu_info(self, index):
+        """Identity and memory of one GPU (no MIG details)."""
+        handle = self.handle(index)
+        pci = self.call("reading PCI info", self.pynvml.nvmlDeviceGetPciInfo, handle, gpu=index)
+        self._bus_ids[index] = _text(pci.busId)
+        memory = self.call("reading memory info", self.pynvml.nvmlDeviceGetMemoryInfo, handle, gpu=index)
+        major, minor = self.call("reading the compute capability",
+                                 self.pynvml.nvmlDeviceGetCudaComputeCapability, handle, gpu=index)
+        return {
+            "index": index,
+            "uuid": _text(self.call("reading the UUID", self.pynvml.nvmlDeviceGetUUID, handle, gpu=index)),
+            "name": _text(self.call("reading the name", self.pynvml.nvmlDeviceGetName, handle, gpu=index)),
+            "pci_bus_id": _text(pci.busId),
+            # The 32-bit id holds the device id in its high half and NVIDIA's vendor id below.
+            "pci_device_id": "0x%04X" % ((pci.pciDeviceId >> 16) & 0xFFFF),
+            "memory_total_mib": int(memory.total // _MIB),
+            "memory_used_mib": int(memory.used // _MIB),
+            "compute_capability": "%d.%d" % (major, minor),
+        }
+
+    def compute_mode(self, index):
+        value = self.call("reading the compute mode", self.pynvml.nvmlDeviceGetComputeMode,
+                          self.handle(index), gpu=index)
+        return COMPUTE_MODE_NAMES.get(value, str(value))
+
+    def set_compute_mode(self, index, mode):
+        """``mode``: a COMPUTE_MODE_NAMES value such as "EXCLUSIVE_PROCESS"."""
+        self.call("setting compute mode %s" % mode, self.pynvml.nvmlDeviceSetComputeMode,
+                  self.handle(index), COMPUTE_MODE_VALUES[mode], gpu=index)
+
+    def mig_mode(self, index):
+        """(current, pending) as booleans, or (None, None) on a GPU without MIG."""
+        try:
+            current, pending = self.call("reading MIG mode", self.pynvml.nvmlDeviceGetMigMode,
+                                         self.handle(index), gpu=index)
+        except NvmlError as exc:
+            if self.is_error(exc, "NotSupported"):
+                return None, None
+            raise
+        return bool(current), bool(pending)
+
+    def set_mig_mode(self, index, enabled):
+        """Ask for MIG mode; returns NVML's activation status (0 = no error reported).
+
+        The change may still be pending (Ampere needs a GPU reset): callers re-read
+        :meth:`mig_mode`, as mig-parted does, instead of trusting the status alone.
+        """
+        mode = self.pynvml.NVML_DEVICE_MIG_ENABLE if enabled else self.pynvml.NVML_DEVICE_MIG_DISABLE
+        return self.call("%s MIG mode" % ("enabling" if enabled else "disabling"),
+                         self.pynvml.nvmlDeviceSetMigMode, self.handle(index), mode, gpu=index)
+
+    def processes(self, index):
+        """Compute processes on a GPU: [{pid, used_memory_mib, gpu_instance_id}].
+
+        Outside MIG the GPU's own handle lists them. Under MIG, NVML lists a process on the
+        MIG device (one per compute instance) it runs in; the GPU's own handle gives the
+        aggregate only to privileged callers. Both are read and merged, so a process is
+        attributed to its GPU instance whenever either source says which one.
+        """
+        handle = self.handle(index)
+        found = {}
+        current, _pending = self.mig_mode(index)
+        if current:
+            for gi_id, mig_handle in self._mig_devices(index, handle):
+                procs = self.call("listing processes of GPU instance %d" % gi_id,
+                                  self.pynvml.nvmlDeviceGetComputeRunningProcesses, mig_handle, gpu=index)
+                for proc in procs:
+                    found[(proc.pid, gi_id)] = self._process(proc, gi_id)
+        procs = self.call("listing processes", self.pynvml.nvmlDeviceGetComputeRunningProcesses, handle, gpu=index)
+        known_pids = set(pid for pid, _gi in found)
+        for proc in procs:
+            gi_id = getattr(proc, "gpuInstanceId", _NO_ID)
+            gi_id = None if gi_id in (None, _NO_ID) else gi_id
+            if proc.pid in known_pids:
+                continue
+            found[(proc.pid, gi_id)] = self._process(proc, gi_id)
+        return sorted(found.values(), key=lambda p: (p["pid"], p["gpu_instance_id"] or 0))
+
+    @staticmethod
+    def _process(proc, gi_id):
+        used = proc.usedGpuMemory
+        return {"pid": int(proc.pid),
+                "used_memory_mib": None if used is None else int(used // _MIB),
+                "gpu_instance_id": gi_id}
+
+    def _mig_devices(self, index, handle):
+        count = self.call("counting MIG devices", self.pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, gpu=index)
+        result = []
+        for slot in range(count):
+            try:
+                mig_handle = self.call("opening MIG device %d" % slot,
+                                       self.pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot, gpu=index)
+            except NvmlError as exc:
+                if self.is_error(exc, "NotFound"):
+                    continue  # empty slot
+                raise
+            gi_id = self.call("reading a MIG device's GPU instance",
+                              self.pynvml.nvmlDeviceGetGpuInstanceId, mig_handle, gpu=index)
+            result.append((gi_id, mig_handle))
+        return result
+
+    # -- MIG profiles and instances ----------------------------------------------------------
+    def mig_profiles(self, index):
+        """The GPU-instance profiles this GPU offers, as NVML reports them: {name: GpuProfile}.
+
+        MIG mode must be enabled (NVML answers NotSupported otherwise).
+        """
+        handle = self.handle(index)
+        infos = []
+        for enum in GPU_INSTANCE_PROFILE_ENUMS:
+            try:
+                info = self.call("reading MIG profile %d" % enum,
+                                 self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, gpu=index)
+            except NvmlError as exc:
+                if self.is_error(exc, "NotSupported") or self.is_error(exc, "InvalidArgument"):
+                    continue  # the GPU lacks this profile
+                raise
+            infos.append((enum, info))
+        if not infos:
+            return {}
+        total_mib = None
+        profiles = {}
+        for enum, info in infos:
+            name = _text(getattr(info, "name", b"")) or ""
+            name = name[4:] if name.startswith("MIG ") else name
+            if not name:
+                # Older drivers leave the name empty: derive it as go-nvlib does.
+                if total_mib is None:
+                    memory = self.call("reading memory info", self.pynvml.nvmlDeviceGetMemoryInfo, handle, gpu=index)
+                    total_mib = memory.total / float(_MIB)
+                name = profile_name_from_memory(info.memorySizeMB, total_mib, total_mib / 1024.0,
+                                                info.sliceCount, enum)
+            profiles[name] = GpuProfile(name, enum, info.id, info.sliceCount, info.instanceCount,
+                                        int(info.memorySizeMB), self._placements(index, handle, info))
+        return profiles
+
+    def _placements(self, index, handle, info):
+        buf = (self.pynvml.c_nvmlGpuInstancePlacement_t * max(info.instanceCount, 8))()
+        count = ctypes.c_uint(len(buf))
+        self.call("listing placements of MIG profile %d" % info.id,
+                  self.pynvml.nvmlDeviceGetGpuInstancePossiblePlacements,
+                  handle, info.id, buf, ctypes.byref(count), gpu=index)
+        return [(buf[i].start, buf[i].size) for i in range(count.value)]
+
+    @staticmethod
+    def solver_profiles(profiles):
+        """{name: ProfileSpec} for mig_solver, from :meth:`mig_profiles`."""
+        return dict((name, ProfileSpec(name, p.placements, p.max_count, p.compute_slices))
+                    for name, p in profiles.items())
+
+    @staticmethod
+    def compute_total(profiles):
+        return max([p.compute_slices for p in profiles.values()] or [0])
+
+    def gpu_instances(self, index, profiles):
+        """GPU instances now on the GPU, sorted by placement start: [GpuInstance]."""
+        handle = self.handle(index)
+        result = []
+        for prof in profiles.values():
+            for gi in self._gi_handles(index, handle, prof):
+                info = self.call("reading a GPU instance", self.pynvml.nvmlGpuInstanceGetInfo, gi, gpu=index)
+                result.append(GpuInstance(info.id, prof.name, prof.id, info.placement.start,
+                                          info.placement.size, self._compute_instances(index, gi)))
+        return sorted(result, key=lambda g: (g.start, g.profile))
+
+    def _gi_handles(self, index, handle, prof):
+        buf = (self.pynvml.c_nvmlGpuInstance_t * max(prof.max_count, 1))()
+        count = ctypes.c_uint(len(buf))
+        self.call("listing %s GPU instances" % prof.name, self.pynvml.nvmlDeviceGetGpuInstances,
+                  handle, prof.id, buf, ctypes.byref(count), gpu=index)
+        return [buf[i] for i in range(count.value)]
+
+    def _compute_instances(self, index, gi):
+        result = []
+        for handle, info in self._compute_instance_handles(index, gi):
+            ci = self.call("reading a compute instance", self.pynvml.nvmlComputeInstanceGetInfo, handle, gpu=index)
+            result.append({"id": ci.id, "profile_id": ci.profileId, "slices": info.sliceCount,
+                           "placement": {"start": ci.placement.start, "size": ci.placement.size}})
+        return sorted(result, key=lambda c: c["id"])
+
+    def _compute_instance_handles(self, index, gi):
+        """[(compute instance handle, its profile info)] of one GPU instance."""
+        handles = []
+        for enum in sorted(set(_CI_ENUM_FOR_SLICES.values())):
+            try:
+                info = self.call("reading compute instance profile %d" % enum,
+                                 self.pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
+                                 self.pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, gpu=index)
+            except NvmlError as exc:
+                if self.is_error(exc, "NotSupported") or self.is_error(exc, "InvalidArgument"):
+                    continue  # the GPU instance offers no compute instance of this size
+                raise
+            buf = (self.pynvml.c_nvmlComputeInstance_t * max(info.instanceCount, 1))()
+            count = ctypes.c_uint(len(buf))
+            self.call("listing compute instances", self.pynvml.nvmlGpuInstanceGetComputeInstances,
+                      gi, info.id, buf, ctypes.byref(count), gpu=index)
+            handles.extend((buf[i], info) for i in range(count.value))
+        return handles
+
+    def create_gpu_instance(self, index, profile, start):
+        """Create a GPU instance of ``profile`` (GpuProfile) at memory slice ``start``, with one
+        compute instance spanning it. Returns the new GPU instance id.
+
+        If the compute instance cannot be created, the new GPU instance is destroyed again so
+        nothing half-made is left.
+        """
+        sizes = dict(profile.placements)
+        if start not in sizes:
+            raise NvmlError("GPU %s: %s cannot start at memory slice %s (valid: %s)"
+                            % (index, profile.name, start, ", ".join(str(s) for s in sorted(sizes))),
+                            gpu=index, operation="creating a %s GPU instance" % profile.name)
+        handle = self.handle(index)
+        # nvidia-ml-py sets no argtypes for this call, so the placement goes by reference; the
+        # size is in memory slices, from the placement list. (UNVERIFIED on hardware.)
+        placement = self.pynvml.c_nvmlGpuInstancePlacement_t(start, sizes[start])
+        gi = self.call("creating a %s GPU instance at slice %d" % (profile.name, start),
+                       self.pynvml.nvmlDeviceCreateGpuInstanceWithPlacement,
+                       handle, profile.id, ctypes.byref(placement), gpu=index)
+        gi_id = self.call("reading the new GPU instance", self.pynvml.nvmlGpuInstanceGetInfo, gi, gpu=index).id
+        try:
+            ci_enum = _CI_ENUM_FOR_SLICES[profile.compute_slices]
+            ci_info = self.call("reading the compute instance profile for %s" % profile.name,
+                                self.pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, ci_enum,
+                                self.pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, gpu=index)
+            self.call("creating the compute instance of %s at slice %d" % (profile.name, start),
+                      self.pynvml.nvmlGpuInstanceCreateComputeInstance, gi, ci_info.id, gpu=index)
+        except (NvmlError, KeyError):
+            self.call("destroying the incomplete %s GPU instance" % profile.name,
+                      self.pynvml.nvmlGpuInstanceDestroy, gi, gpu=index)
+            raise
+        return gi_id
+
+    def destroy_gpu_instance(self, index, gi_id):
+        """Destroy a GPU instance: its compute instances first, then the GPU instance."""
+        handle = self.handle(index)
+        gi = self.call("opening GPU instance %d" % gi_id, self.pynvml.nvmlDeviceGetGpuInstanceById,
+                       handle, gi_id, gpu=index)
+        for ci, _info in self._compute_instance_handles(index, gi):
+            self.call("destroying a compute instance of GPU instance %d" % gi_id,
+                      self.pynvml.nvmlComputeInstanceDestroy, ci, gpu=index)
+        self.call("destroying GPU instance %d" % gi_id, self.pynvml.nvmlGpuInstanceDestroy, gi, gpu=index)
+
+
+def as_solver_instances(gpu_instances):
+    """[GpuInstance] -> [mig_solver.Instance]."""
+    return [Instance(g.profile, g.start, g.size) for g in gpu_instances]

@@ -1,0 +1,1309 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""A stand-in for nvidia-ml-py's ``pynvml`` backed by a JSON state file.
+
+Put this directory first on ``sys.path``/``PYTHONPATH`` and ``import pynvml`` finds it. The
+function names, constants, structure classes and ``NVMLError_*`` classes match nvidia-ml-py
+13.x; the semantics follow NVML as documented in nvml.h and the MIG User Guide:
+
+* profile info and possible placements per GPU model; overlapping placements or an exhausted
+  profile count raise ``NVMLError_InsufficientResources``;
+* destroying a GPU instance that still has compute instances or processes, or a compute
+  instance with processes, raises ``NVMLError_InUse``;
+* MIG calls on a GPU without MIG (T4, L40S, ...) raise ``NVMLError_NotSupported``, and so do
+  GPU/compute-instance calls on a MIG-capable GPU whose MIG mode is off (nvml.h: "If device
+  doesn't have MIG mode enabled" -> NVML_ERROR_NOT_SUPPORTED);
+* ``nvmlDeviceSetMigMode`` returns the activation status instead of raising: on Ampere the new
+  mode stays pending until a GPU reset, on Hopper and later it applies at once; with processes
+  on the GPU it stays pending and the status is NVML_ERROR_IN_USE.
+
+State (one JSON file named by ``GPUPROV_FAKE_NVML_STATE``) is read on every call and written
+after every change under an flock, so separate processes (a module, ``nvidia-smi``, a test)
+see each other's work. With the variable unset, or the file missing, the node has no driver:
+``nvmlInit`` raises ``NVMLError_LibraryNotFound`` as it does without libnvidia-ml.so.1.
+
+Per-GPU test hooks in the state:
+  ``lost: true``             every call on the GPU raises NVMLError_GpuIsLost
+  ``fail_create_after: N``   N more GPU-instance creates succeed, then the next
+                             ``fail_create_count`` (default 1) fail with ``fail_create_code``
+                             (default NVML_ERROR_INSUFFICIENT_RESOURCES); then the hook clears
+  ``passthrough: true``      the GPU cannot be reset from the guest (as in a VM): a MIG mode
+                             change reports NVML_ERROR_RESET_REQUIRED and ``reset_gpu`` refuses
+
+Helpers for tests and the fleet: ``new_state``, ``load_state``, ``save_state``,
+``mutate_state``, ``add_process``, ``set_mig_mode``, ``create_instances``, ``reset_gpu``,
+``reboot``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import contextlib
+import fcntl
+import json
+import os
+import string
+import sys
+import tempfile
+import uuid as _uuid
+from ctypes import POINTER, Structure, c_char, c_uint, c_ulonglong, pointer
+
+STATE_ENV = "GPUPROV_FAKE_NVML_STATE"
+
+# --- constants (values copied from nvidia-ml-py 13.615.71) -----------------------------------
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_ALREADY_INITIALIZED = 5
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_INSUFFICIENT_POWER = 8
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_IRQ_ISSUE = 11
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_CORRUPTED_INFOROM = 14
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_OPERATING_SYSTEM = 17
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_MEMORY = 20
+NVML_ERROR_NO_DATA = 21
+NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_ERROR_FREQ_NOT_SUPPORTED = 24
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_DEPRECATED = 26
+NVML_ERROR_NOT_READY = 27
+NVML_ERROR_GPU_NOT_FOUND = 28
+NVML_ERROR_INVALID_STATE = 29
+NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
+NVML_ERROR_UNKNOWN = 999
+
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+
+NVML_COMPUTEMODE_DEFAULT = 0
+NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1  # support removed by NVIDIA
+NVML_COMPUTEMODE_PROHIBITED = 2
+NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3
+NVML_COMPUTEMODE_COUNT = 4
+
+NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32
+NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16
+NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96
+NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96
+NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80
+NVML_VALUE_NOT_AVAILABLE_uint = c_uint(-1)
+NVML_VALUE_NOT_AVAILABLE_ulonglong = c_ulonglong(-1)
+
+NVML_DEVICE_MIG_DISABLE = 0x0
+NVML_DEVICE_MIG_ENABLE = 0x1
+
+NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0x0
+NVML_GPU_INSTANCE_PROFILE_2_SLICE = 0x1
+NVML_GPU_INSTANCE_PROFILE_3_SLICE = 0x2
+NVML_GPU_INSTANCE_PROFILE_4_SLICE = 0x3
+NVML_GPU_INSTANCE_PROFILE_7_SLICE = 0x4
+NVML_GPU_INSTANCE_PROFILE_8_SLICE = 0x5
+NVML_GPU_INSTANCE_PROFILE_6_SLICE = 0x6
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 = 0x8
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 = 0x9
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX = 0xA
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX = 0xB
+NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX = 0xC
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME = 0xD
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME = 0xE
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME = 0xF
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME = 0x10
+NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX = 0x11
+NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
+
+NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0x0
+NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 0x1
+NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 0x2
+NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE = 0x3
+NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE = 0x4
+NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE = 0x5
+NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE = 0x6
+NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7
+NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL = 0x8
+NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
+
+NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0x0
+NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT = 0x1
+
+nvmlGpuInstanceProfileInfo_v2 = 0x02000098
+nvmlComputeInstanceProfileInfo_v2 = 0x02000088
+
+# Compute slices of a full compute instance, by CI profile enum.
+_CI_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6}
+_NO_ID = 0xFFFFFFFF
+
+
+# --- errors: generated like nvidia-ml-py does ------------------------------------------------
+
+class NVMLError(Exception):
+    _valClassMapping = dict()
+    _errcode_to_string = {
+        NVML_ERROR_UNINITIALIZED: "Uninitialized",
+        NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+        NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+        NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+        NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
+        NVML_ERROR_NOT_FOUND: "Not Found",
+        NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+        NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
+        NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+        NVML_ERROR_TIMEOUT: "Timeout",
+        NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
+        NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+        NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+        NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
+        NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+        NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
+        NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
+        NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
+        NVML_ERROR_MEMORY: "Insufficient Memory",
+        NVML_ERROR_UNKNOWN: "Unknown Error",
+        # Not in nvidia-ml-py's table (it asks the library); nvmlErrorString's wording.
+        NVML_ERROR_IN_USE: "In use by another client",
+        NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources",
+    }
+
+    def __new__(typ, value):
+        if typ == NVMLError:
+            typ = NVMLError._valClassMapping.get(value, typ)
+        obj = Exception.__new__(typ)
+        obj.value = value
+        return obj
+
+    def __str__(self):
+        return NVMLError._errcode_to_string.get(self.value, "NVML Error with code %d" % self.value)
+
+    def __eq__(self, other):
+        return self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+def nvmlExceptionClass(nvmlErrorCode):
+    if nvmlErrorCode not in NVMLError._valClassMapping:
+        raise ValueError("nvmlErrorCode %s is not valid" % nvmlErrorCode)
+    return NVMLError._valClassMapping[nvmlErrorCode]
+
+
+def _extractNVMLErrorsAsClasses():
+    this_module = sys.modules[__name__]
+    for err_name in [x for x in dir(this_module) if x.startswith("NVML_ERROR_")]:
+        class_name = "NVMLError_" + string.capwords(err_name.replace("NVML_ERROR_", ""), "_").replace("_", "")
+        err_val = getattr(this_module, err_name)
+
+        def gen_new(val):
+            def new(typ, *args):
+                return NVMLError.__new__(typ, val)
+            return new
+        new_error_class = type(class_name, (NVMLError,), {"__new__": gen_new(err_val)})
+        new_error_class.__module__ = __name__
+        setattr(this_module, class_name, new_error_class)
+        NVMLError._valClassMapping[err_val] = new_error_class
+
+
+_extractNVMLErrorsAsClasses()
+
+
+def nvmlErrorString(result):
+    return str(NVMLError(result))
+
+
+# --- structures (same fields as nvidia-ml-py; handles carry what the fake needs) -------------
+
+class struct_c_nvmlDevice_t(Structure):
+    # Opaque in NVML; here it names the GPU and, for a MIG device, its GPU/compute instance.
+    _fields_ = [("index", c_uint), ("gi", c_uint), ("ci", c_uint)]
+
+
+c_nvmlDevice_t = POINTER(struct_c_nvmlDevice_t)
+
+
+class struct_c_nvmlGpuInstance_t(Structure):
+    _fields_ = [("index", c_uint), ("id", c_uint)]
+
+
+c_nvmlGpuInstance_t = POINTER(struct_c_nvmlGpuInstance_t)
+
+
+class struct_c_nvmlComputeInstance_t(Structure):
+    _fields_ = [("index", c_uint), ("gi", c_uint), ("id", c_uint)]
+
+
+c_nvmlComputeInstance_t = POINTER(struct_c_nvmlComputeInstance_t)
+
+
+class c_nvmlMemory_t(Structure):
+    _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
+
+
+class c_nvmlUtilization_t(Structure):
+    _fields_ = [("gpu", c_uint), ("memory", c_uint)]
+
+
+class nvmlPciInfo_t(Structure):
+    _fields_ = [
+        ("busIdLegacy", c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE),
+        ("domain", c_uint),
+        ("bus", c_uint),
+        ("device", c_uint),
+        ("pciDeviceId", c_uint),
+        ("pciSubSystemId", c_uint),
+        ("busId", c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE),
+    ]
+
+
+class c_nvmlProcessInfo_v2_t(Structure):
+    _fields_ = [
+        ("pid", c_uint),
+        ("usedGpuMemory", c_ulonglong),
+        ("gpuInstanceId", c_uint),
+        ("computeInstanceId", c_uint),
+    ]
+
+
+c_nvmlProcessInfo_v3_t = c_nvmlProcessInfo_v2_t
+c_nvmlProcessInfo_t = c_nvmlProcessInfo_v3_t
+
+
+class nvmlFriendlyObject(object):
+    def __init__(self, dictionary):
+        for key in dictionary:
+            setattr(self, key, dictionary[key])
+
+    def __str__(self):
+        return self.__dict__.__str__()
+
+
+def nvmlStructToFriendlyObject(struct):
+    data = {}
+    for field in struct._fields_:
+        value = getattr(struct, field[0])
+        data[field[0]] = value.decode() if isinstance(value, bytes) else value
+    return nvmlFriendlyObject(data)
+
+
+class c_nvmlGpuInstancePlacement_t(Structure):
+    _fields_ = [("start", c_uint), ("size", c_uint)]
+
+
+class c_nvmlGpuInstanceProfileInfo_t(Structure):
+    _fields_ = [("id", c_uint), ("isP2pSupported", c_uint), ("sliceCount", c_uint),
+                ("instanceCount", c_uint), ("multiprocessorCount", c_uint),
+                ("copyEngineCount", c_uint), ("decoderCount", c_uint), ("encoderCount", c_uint),
+                ("jpegCount", c_uint), ("ofaCount", c_uint), ("memorySizeMB", c_ulonglong)]
+
+
+class c_nvmlGpuInstanceProfileInfo_v2_t(Structure):
+    _fields_ = [("version", c_uint), ("id", c_uint), ("isP2pSupported", c_uint),
+                ("sliceCount", c_uint), ("instanceCount", c_uint),
+                ("multiprocessorCount", c_uint), ("copyEngineCount", c_uint),
+                ("decoderCount", c_uint), ("encoderCount", c_uint), ("jpegCount", c_uint),
+                ("ofaCount", c_uint), ("memorySizeMB", c_ulonglong),
+                ("name", c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE)]
+
+    def __init__(self):
+        super(c_nvmlGpuInstanceProfileInfo_v2_t, self).__init__(version=nvmlGpuInstanceProfileInfo_v2)
+
+
+class c_nvmlGpuInstanceInfo_t(Structure):
+    _fields_ = [("device", c_nvmlDevice_t), ("id", c_uint), ("profileId", c_uint),
+                ("placement", c_nvmlGpuInstancePlacement_t)]
+
+
+class c_nvmlComputeInstancePlacement_t(Structure):
+    _fields_ = [("start", c_uint), ("size", c_uint)]
+
+
+class c_nvmlComputeInstanceProfileInfo_v2_t(Structure):
+    _fields_ = [("version", c_uint), ("id", c_uint), ("sliceCount", c_uint),
+                ("instanceCount", c_uint), ("multiprocessorCount", c_uint),
+                ("sharedCopyEngineCount", c_uint), ("sharedDecoderCount", c_uint),
+                ("sharedEncoderCount", c_uint), ("sharedJpegCount", c_uint),
+                ("sharedOfaCount", c_uint), ("name", c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE)]
+
+    def __init__(self):
+        super(c_nvmlComputeInstanceProfileInfo_v2_t, self).__init__(version=nvmlComputeInstanceProfileInfo_v2)
+
+
+class c_nvmlComputeInstanceInfo_t(Structure):
+    _fields_ = [("device", c_nvmlDevice_t), ("gpuInstance", c_nvmlGpuInstance_t), ("id", c_uint),
+                ("profileId", c_uint), ("placement", c_nvmlComputeInstancePlacement_t)]
+
+
+# --- state file -------------------------------------------------------------------------------
+
+class FakeStateError(RuntimeError):
+    """A helper was asked for something the fake GPUs cannot do (the message says why)."""
+
+
+def _state_path():
+    return os.environ.get(STATE_ENV) or None
+
+
+@contextlib.contextmanager
+def _locked(path, exclusive):
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def load_state(path=None):
+    path = path or _state_path()
+    with _locked(path, exclusive=False):
+        with open(path) as handle:
+            return json.load(handle)
+
+
+def _write(path, state):
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".nvml-state-", dir=directory)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def save_state(state, path=None):
+    path = path or _state_path()
+    with _locked(path, exclusive=True):
+        _write(path, state)
+
+
+@contextlib.contextmanager
+def mutate_state(path=None):
+    """Read-modify-write the state under one exclusive lock."""
+    path = path or _state_path()
+    with _locked(path, exclusive=True):
+        with open(path) as handle:
+            state = json.load(handle)
+        yield state
+        _write(path, state)
+
+
+def _model_spec(key):
+    """Build the per-model table from the GPU catalog (only helpers need the catalog)."""
+    try:
+        from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+    except ImportError:
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "collections"))
+        sys.path.insert(0, root)
+        from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+    model = catalog.get(key)
+    major, minor = (int(x) for x in model.compute_capability.split("."))
+    spec = {
+        "name": model.smi_names[0],
+        "pci_device_id": model.pci_device_ids[0],
+        "memory_mib": model.memory_mib,
+        "compute_capability": [major, minor],
+        "architecture": model.architecture,
+        "mig": None,
+    }
+    if model.mig:
+        spec["mig"] = {
+            "compute_slices": model.mig.compute_slices,
+            "memory_slices": model.mig.memory_slices,
+            "profiles": [{
+                "enum": p.gi_enum,
+                "id": p.gi_profile_id,
+                # NVML's v2 profile name carries a "MIG " prefix (UNVERIFIED on hardware).
+                "name": "MIG " + p.name,
+                "slice_count": p.compute_slices,
+                "instance_count": p.max_count,
+                "memory_mb": int(round(p.memory_gib * 1024)),
+                "placements": [[s, z] for s, z in p.placements],
+            } for p in model.mig.profiles.values()],
+        }
+    return spec
+
+
+def new_state(gpus=(), numa_nodes=1, driver_version="550.54.15", cuda_driver_version=12040,
+              driver="loaded"):
+    """A node's state: ``gpus`` is [(catalog model key, count), ...], in index order.
+
+    GPUs are spread over ``numa_nodes`` in order (first half on node 0, ...). ``driver`` is
+    "loaded", "not_loaded" (library present, kernel module missing) or "absent".
+    """
+    state = {"driver": driver, "driver_version": driver_version,
+             "cuda_driver_version": cuda_driver_version, "models": {}, "gpus": []}
+    keys = []
+    for key, count in gpus:
+        if key not in state["models"]:
+            state["models"][key] = _model_spec(key)
+        keys.extend([key] * count)
+    for index, key in enumerate(keys):
+        spec = state["models"][key]
+        state["gpus"].append({
+            "index": index,
+            "model": key,
+            "uuid": "GPU-%s" % _uuid.uuid5(_uuid.NAMESPACE_URL, "gpuprov-fake/%d/%s" % (index, key)),
+            "pci_bus_id": "00000000:%02X:00.0" % (0x07 + 0x10 * index),
+            "numa_node": (index * numa_nodes) // max(len(keys), 1),
+            "mig_current": False if spec["mig"] else None,
+            "mig_pending": False if spec["mig"] else None,
+            "compute_mode": NVML_COMPUTEMODE_DEFAULT,
+            "utilization_gpu": 0,
+            "gpu_instances": [],
+            "processes": [],
+            "lost": False,
+        })
+    return state
+
+
+def write_new_state(path, **kwargs):
+    state = new_state(**kwargs)
+    save_state(state, path)
+    return state
+
+
+def add_process(state, index, pid, used_memory_mib, gpu_instance_id=None):
+    """A compute process on GPU ``index`` (inside GPU instance ``gpu_instance_id`` under MIG)."""
+    gpu = state["gpus"][index]
+    proc = {"pid": pid, "used_memory_mib": used_memory_mib}
+    if gpu_instance_id is not None:
+        gi = _find_gi(gpu, gpu_instance_id)
+        if gi is None:
+            raise FakeStateError("GPU %d has no GPU instance %d" % (index, gpu_instance_id))
+        proc["gpu_instance_id"] = gpu_instance_id
+        proc["compute_instance_id"] = gi["compute_instances"][0]["id"] if gi["compute_instances"] else 0
+    gpu["processes"].append(proc)
+    return proc
+
+
+def set_mig_mode(state, index, enabled):
+    """Put MIG mode in effect directly (as after a completed reset or reboot)."""
+    gpu = state["gpus"][index]
+    if gpu["mig_current"] is None:
+        raise FakeStateError("GPU %d (%s) has no MIG" % (index, gpu["model"]))
+    gpu["mig_current"] = gpu["mig_pending"] = bool(enabled)
+    if not enabled:
+        gpu["gpu_instances"] = []
+
+
+def create_instances(state, index, instances):
+    """Create GPU instances (each with one full compute instance) at explicit placements.
+
+    ``instances``: [(profile name as in the catalog, start), ...]. Returns the new GI ids.
+    """
+    gpu = state["gpus"][index]
+    ids = []
+    for name, start in instances:
+        prof = _profile_by_name(state, gpu, name)
+        size = dict((s, z) for s, z in prof["placements"])[start]
+        gi = _create_gi(state, gpu, prof, start, size)
+        _create_ci(state, gpu, gi, _full_ci_enum(prof))
+        ids.append(gi["id"])
+    return ids
+
+
+def reset_gpu(state, index):
+    """What ``nvidia-smi -r`` does: pending MIG mode applies, instances go. Raises when busy."""
+    gpu = state["gpus"][index]
+    if gpu.get("lost"):
+        raise FakeStateError("GPU %s is lost" % gpu["pci_bus_id"])
+    if gpu.get("processes"):
+        raise FakeStateError("GPU %s is currently in use by another process." % gpu["pci_bus_id"])
+    if gpu.get("passthrough"):
+        raise FakeStateError("Resetting GPU %s is not supported." % gpu["pci_bus_id"])
+    if gpu["mig_current"] is not None:
+        gpu["mig_current"] = gpu["mig_pending"]
+    gpu["gpu_instances"] = []
+    gpu["compute_mode"] = NVML_COMPUTEMODE_DEFAULT
+
+
+def reboot(state):
+    """A node reboot: GPU/compute instances never survive; Hopper+ MIG mode does not either,
+    Ampere keeps (and applies a pending) mode from its InfoROM. Processes are gone."""
+    for gpu in state["gpus"]:
+        spec = state["models"][gpu["model"]]
+        gpu["gpu_instances"] = []
+        gpu["processes"] = []
+        gpu["compute_mode"] = NVML_COMPUTEMODE_DEFAULT
+        if gpu["mig_current"] is None:
+            continue
+        if spec["architecture"] == "ampere":
+            gpu["mig_current"] = gpu["mig_pending"]
+        else:
+            gpu["mig_current"] = gpu["mig_pending"] = False
+
+
+# --- internals --------------------------------------------------------------------------------
+
+_init_count = 0
+
+
+def _raise(code):
+    raise NVMLError(code)
+
+
+def _read():
+    if _init_count <= 0:
+        _raise(NVML_ERROR_UNINITIALIZED)
+    path = _state_path()
+    if not path or not os.path.exists(path):
+        # The driver went away after nvmlInit: every call fails like an unloaded driver.
+        _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+    return load_state(path)
+
+
+@contextlib.contextmanager
+def _mutate():
+    if _init_count <= 0:
+        _raise(NVML_ERROR_UNINITIALIZED)
+    path = _state_path()
+    if not path or not os.path.exists(path):
+        _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+    with mutate_state(path) as state:
+        yield state
+
+
+def _deref(ref):
+    """What a ctypes byref()/pointer argument points at (a plain object passes through)."""
+    if hasattr(ref, "_obj"):
+        return ref._obj
+    if hasattr(ref, "contents"):
+        return ref.contents
+    return ref
+
+
+def _gpu(state, handle, allow_mig_device=False):
+    if not handle:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    dev = handle.contents
+    if dev.index >= len(state["gpus"]):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    gpu = state["gpus"][dev.index]
+    if gpu.get("lost"):
+        _raise(NVML_ERROR_GPU_IS_LOST)
+    if dev.gi != _NO_ID and not allow_mig_device:
+        # Most device queries are not valid on a MIG device handle.
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    return gpu
+
+
+def _spec(state, gpu):
+    return state["models"][gpu["model"]]
+
+
+def _mig_spec(state, gpu, need_enabled=True):
+    spec = _spec(state, gpu)["mig"]
+    if spec is None:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    if need_enabled and not gpu["mig_current"]:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    return spec
+
+
+def _profile_by_enum(state, gpu, enum):
+    if not 0 <= enum < NVML_GPU_INSTANCE_PROFILE_COUNT:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    for prof in _mig_spec(state, gpu)["profiles"]:
+        if prof["enum"] == enum:
+            return prof
+    _raise(NVML_ERROR_NOT_SUPPORTED)
+
+
+def _profile_by_id(state, gpu, profile_id):
+    for prof in _mig_spec(state, gpu)["profiles"]:
+        if prof["id"] == profile_id:
+            return prof
+    _raise(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def _profile_by_name(state, gpu, name):
+    spec = _spec(state, gpu)["mig"]
+    if spec is None:
+        raise FakeStateError("GPU %d (%s) has no MIG" % (gpu["index"], gpu["model"]))
+    for prof in spec["profiles"]:
+        if prof["name"] in (name, "MIG " + name):
+            return prof
+    raise FakeStateError("GPU %d (%s) has no MIG profile %s" % (gpu["index"], gpu["model"], name))
+
+
+def _find_gi(gpu, gi_id):
+    for gi in gpu["gpu_instances"]:
+        if gi["id"] == gi_id:
+            return gi
+    return None
+
+
+def _mask(start, size):
+    return ((1 << size) - 1) << start
+
+
+def _create_gi(state, gpu, prof, start, size):
+    """Create a GPU instance, or raise as NVML does when it does not fit."""
+    if not gpu["mig_current"]:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    if [start, size] not in [list(p) for p in prof["placements"]]:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    same = [gi for gi in gpu["gpu_instances"] if gi["profile_id"] == prof["id"]]
+    if len(same) >= prof["instance_count"]:
+        _raise(NVML_ERROR_INSUFFICIENT_RESOURCES)
+    used = 0
+    used_compute = 0
+    spec = _mig_spec(state, gpu)
+    for gi in gpu["gpu_instances"]:
+        used |= _mask(gi["placement"]["start"], gi["placement"]["size"])
+        used_compute += _profile_by_id(state, gpu, gi["profile_id"])["slice_count"]
+    if used & _mask(start, size) or used_compute + prof["slice_count"] > spec["compute_slices"]:
+        _raise(NVML_ERROR_INSUFFICIENT_RESOURCES)
+    # Failure injection: ``fail_create_after`` creates succeed, then ``fail_create_count`` fail.
+    after = gpu.get("fail_create_after")
+    if after is not None:
+        if after > 0:
+            gpu["fail_create_after"] = after - 1
+        else:
+            code = gpu.get("fail_create_code", NVML_ERROR_INSUFFICIENT_RESOURCES)
+            left = gpu.get("fail_create_count", 1) - 1
+            if left > 0:
+                gpu["fail_create_count"] = left
+            else:
+                for key in ("fail_create_after", "fail_create_count", "fail_create_code"):
+                    gpu.pop(key, None)
+            raise _DeferredError(code)
+    # GI ids: real NVML derives them from the placement; any unique small number will do
+    # here because callers must not rely on them.
+    taken = set(gi["id"] for gi in gpu["gpu_instances"])
+    gi_id = 1
+    while gi_id in taken:
+        gi_id += 1
+    gi = {"id": gi_id, "profile_id": prof["id"], "placement": {"start": start, "size": size},
+          "compute_instances": []}
+    gpu["gpu_instances"].append(gi)
+    gpu["gpu_instances"].sort(key=lambda g: g["id"])
+    return gi
+
+
+class _DeferredError(Exception):
+    """An injected failure: the hook's bookkeeping must still be saved before raising."""
+
+    def __init__(self, code):
+        Exception.__init__(self, code)
+        self.code = code
+
+
+def _full_ci_enum(prof):
+    for enum, slices in _CI_SLICES.items():
+        if slices == prof["slice_count"]:
+            return enum
+    _raise(NVML_ERROR_NOT_SUPPORTED)
+
+
+def _ci_profiles_of(state, gpu, gi):
+    """CI profiles a GI supports: every standard size up to the GI's compute slices."""
+    # (Real GIs skip some sizes, e.g. no 3c on a 4g; only the full-size CI matters here.)
+    slices = _profile_by_id(state, gpu, gi["profile_id"])["slice_count"]
+    result = {}
+    for enum, size in _CI_SLICES.items():
+        if size <= slices:
+            result[enum] = {"id": enum, "slice_count": size, "instance_count": slices // size}
+    return slices, result
+
+
+def _create_ci(state, gpu, gi, enum):
+    slices, profiles = _ci_profiles_of(state, gpu, gi)
+    prof = profiles.get(enum)
+    if prof is None:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    used = 0
+    for ci in gi["compute_instances"]:
+        used |= _mask(ci["placement"]["start"], ci["placement"]["size"])
+    for start in range(0, slices - prof["slice_count"] + 1, prof["slice_count"]):
+        if not used & _mask(start, prof["slice_count"]):
+            break
+    else:
+        _raise(NVML_ERROR_INSUFFICIENT_RESOURCES)
+    taken = set(ci["id"] for ci in gi["compute_instances"])
+    ci_id = 0
+    while ci_id in taken:
+        ci_id += 1
+    ci = {"id": ci_id, "profile_id": prof["id"], "placement": {"start": start, "size": prof["slice_count"]}}
+    gi["compute_instances"].append(ci)
+    return ci
+
+
+def _device_handle(index, gi=_NO_ID, ci=_NO_ID):
+    return pointer(struct_c_nvmlDevice_t(index, gi, ci))
+
+
+def _gi_handle(index, gi_id):
+    return pointer(struct_c_nvmlGpuInstance_t(index, gi_id))
+
+
+def _gi_of(state, gi_handle):
+    if not gi_handle:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    ref = gi_handle.contents
+    if ref.index >= len(state["gpus"]):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    gpu = state["gpus"][ref.index]
+    if gpu.get("lost"):
+        _raise(NVML_ERROR_GPU_IS_LOST)
+    _mig_spec(state, gpu)
+    gi = _find_gi(gpu, ref.id)
+    if gi is None:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return gpu, gi
+
+
+def _mig_devices(gpu):
+    """MIG devices (one per compute instance), in the driver's enumeration order."""
+    result = []
+    for gi in sorted(gpu["gpu_instances"], key=lambda g: g["id"]):
+        for ci in sorted(gi["compute_instances"], key=lambda c: c["id"]):
+            result.append((gi, ci))
+    return result
+
+
+def _proc_struct(proc, mig):
+    info = c_nvmlProcessInfo_v3_t()
+    info.pid = proc["pid"]
+    info.usedGpuMemory = int(proc["used_memory_mib"]) * 1024 * 1024
+    info.gpuInstanceId = proc.get("gpu_instance_id", _NO_ID) if mig else _NO_ID
+    info.computeInstanceId = proc.get("compute_instance_id", _NO_ID) if mig else _NO_ID
+    return nvmlStructToFriendlyObject(info)
+
+
+# --- library lifecycle ------------------------------------------------------------------------
+
+def nvmlInitWithFlags(flags):
+    global _init_count
+    path = _state_path()
+    if not path or not os.path.exists(path):
+        _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
+    driver = load_state(path).get("driver", "loaded")
+    if driver == "absent":
+        _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
+    if driver == "not_loaded":
+        _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+    _init_count += 1
+
+
+def nvmlInit():
+    nvmlInitWithFlags(0)
+
+
+def nvmlShutdown():
+    global _init_count
+    if _init_count <= 0:
+        _raise(NVML_ERROR_UNINITIALIZED)
+    _init_count -= 1
+
+
+# --- system -----------------------------------------------------------------------------------
+
+def nvmlSystemGetDriverVersion():
+    return _read()["driver_version"]
+
+
+def nvmlSystemGetCudaDriverVersion():
+    return _read()["cuda_driver_version"]
+
+
+def nvmlSystemGetCudaDriverVersion_v2():
+    return _read()["cuda_driver_version"]
+
+
+def nvmlDeviceGetCount():
+    return len(_read()["gpus"])
+
+
+def nvmlDeviceGetHandleByIndex(index):
+    state = _read()
+    if not 0 <= int(index) < len(state["gpus"]):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    if state["gpus"][index].get("lost"):
+        _raise(NVML_ERROR_GPU_IS_LOST)
+    return _device_handle(int(index))
+
+
+def nvmlDeviceGetHandleByPciBusId(pciBusId):
+    if isinstance(pciBusId, bytes):
+        pciBusId = pciBusId.decode()
+    state = _read()
+    for gpu in state["gpus"]:
+        if gpu["pci_bus_id"].lower() == pciBusId.lower():
+            if gpu.get("lost"):
+                _raise(NVML_ERROR_GPU_IS_LOST)
+            return _device_handle(gpu["index"])
+    _raise(NVML_ERROR_NOT_FOUND)
+
+
+def nvmlDeviceGetHandleByUUID(uuid):
+    if isinstance(uuid, bytes):
+        uuid = uuid.decode()
+    state = _read()
+    for gpu in state["gpus"]:
+        if gpu["uuid"] == uuid:
+            if gpu.get("lost"):
+                _raise(NVML_ERROR_GPU_IS_LOST)
+            return _device_handle(gpu["index"])
+    _raise(NVML_ERROR_NOT_FOUND)
+
+
+# --- device queries ---------------------------------------------------------------------------
+
+def nvmlDeviceGetIndex(handle):
+    return _gpu(_read(), handle)["index"]
+
+
+def nvmlDeviceGetName(handle):
+    state = _read()
+    gpu = _gpu(state, handle, allow_mig_device=True)
+    name = _spec(state, gpu)["name"]
+    dev = handle.contents
+    if dev.gi != _NO_ID:
+        gi = _find_gi(gpu, dev.gi)
+        if gi is None:
+            _raise(NVML_ERROR_INVALID_ARGUMENT)
+        name = "%s %s" % (name, _profile_by_id(state, gpu, gi["profile_id"])["name"])
+    return name
+
+
+def nvmlDeviceGetUUID(handle):
+    state = _read()
+    gpu = _gpu(state, handle, allow_mig_device=True)
+    dev = handle.contents
+    if dev.gi != _NO_ID:
+        return "MIG-%s" % _uuid.uuid5(_uuid.NAMESPACE_URL, "%s/%d/%d" % (gpu["uuid"], dev.gi, dev.ci))
+    return gpu["uuid"]
+
+
+def nvmlDeviceGetPciInfo_v3(handle):
+    state = _read()
+    gpu = _gpu(state, handle)
+    info = nvmlPciInfo_t()
+    bus_id = gpu["pci_bus_id"].encode()
+    domain, bus, devfn = gpu["pci_bus_id"].split(":")
+    info.busId = bus_id
+    info.busIdLegacy = ("%s:%s:%s" % (domain[-4:], bus, devfn)).encode()
+    info.domain = int(domain, 16)
+    info.bus = int(bus, 16)
+    info.device = int(devfn.split(".")[0], 16)
+    # The 32-bit PCI id: device id in the high half, NVIDIA's vendor id 0x10DE in the low half.
+    info.pciDeviceId = (_spec(state, gpu)["pci_device_id"] << 16) | 0x10DE
+    info.pciSubSystemId = 0x10DE << 16
+    return info
+
+
+def nvmlDeviceGetPciInfo(handle):
+    return nvmlDeviceGetPciInfo_v3(handle)
+
+
+def nvmlDeviceGetCudaComputeCapability(handle):
+    state = _read()
+    major, minor = _spec(state, _gpu(state, handle, allow_mig_device=True))["compute_capability"]
+    return (major, minor)
+
+
+def nvmlDeviceGetNumaNodeId(handle):
+    return _gpu(_read(), handle)["numa_node"]
+
+
+def nvmlDeviceGetMemoryInfo(handle, version=None):
+    state = _read()
+    gpu = _gpu(state, handle, allow_mig_device=True)
+    dev = handle.contents
+    procs = gpu["processes"]
+    total_mib = _spec(state, gpu)["memory_mib"]
+    if dev.gi != _NO_ID:
+        gi = _find_gi(gpu, dev.gi)
+        if gi is None:
+            _raise(NVML_ERROR_INVALID_ARGUMENT)
+        total_mib = _profile_by_id(state, gpu, gi["profile_id"])["memory_mb"]
+        procs = [p for p in procs if p.get("gpu_instance_id") == dev.gi]
+    used = sum(int(p["used_memory_mib"]) for p in procs) * 1024 * 1024
+    info = c_nvmlMemory_t()
+    info.total = total_mib * 1024 * 1024
+    info.used = used
+    info.free = max(info.total - used, 0)
+    return info
+
+
+def nvmlDeviceGetUtilizationRates(handle):
+    state = _read()
+    gpu = _gpu(state, handle)
+    if gpu["mig_current"]:
+        # NVML reports no utilization for a MIG-enabled GPU.
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    util = c_nvmlUtilization_t()
+    util.gpu = gpu.get("utilization_gpu", 0)
+    util.memory = 0
+    return util
+
+
+def nvmlDeviceGetComputeRunningProcesses_v3(handle):
+    """Processes on a GPU or on one MIG device.
+
+    On a MIG-enabled GPU's own handle NVML returns the aggregate of all its instances (with
+    gpuInstanceId/computeInstanceId set); a MIG device handle returns only its instance's.
+    Outside MIG both ids read 0xFFFFFFFF.
+    """
+    state = _read()
+    gpu = _gpu(state, handle, allow_mig_device=True)
+    dev = handle.contents
+    mig = bool(gpu["mig_current"])
+    procs = gpu["processes"]
+    if dev.gi != _NO_ID:
+        procs = [p for p in procs if p.get("gpu_instance_id") == dev.gi
+                 and p.get("compute_instance_id", dev.ci) == dev.ci]
+    return [_proc_struct(p, mig) for p in procs]
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    return nvmlDeviceGetComputeRunningProcesses_v3(handle)
+
+
+def nvmlDeviceGetComputeMode(handle):
+    return _gpu(_read(), handle)["compute_mode"]
+
+
+def nvmlDeviceSetComputeMode(handle, mode):
+    mode = int(getattr(mode, "value", mode))
+    with _mutate() as state:
+        gpu = _gpu(state, handle)
+        if mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
+            _raise(NVML_ERROR_NOT_SUPPORTED)
+        if mode not in (NVML_COMPUTEMODE_DEFAULT, NVML_COMPUTEMODE_PROHIBITED,
+                        NVML_COMPUTEMODE_EXCLUSIVE_PROCESS):
+            _raise(NVML_ERROR_INVALID_ARGUMENT)
+        if gpu["mig_current"] and mode != NVML_COMPUTEMODE_DEFAULT:
+            # nvidia-smi: "Setting compute mode to EXCLUSIVE_PROCESS is not supported on a
+            # MIG-enabled device. ... Not Supported" (NVIDIA/DCGM#82).
+            _raise(NVML_ERROR_NOT_SUPPORTED)
+        gpu["compute_mode"] = mode
+
+
+# --- MIG mode ---------------------------------------------------------------------------------
+
+def nvmlDeviceGetMigMode(device):
+    state = _read()
+    gpu = _gpu(state, device)
+    _mig_spec(state, gpu, need_enabled=False)
+    return [int(bool(gpu["mig_current"])), int(bool(gpu["mig_pending"]))]
+
+
+def nvmlDeviceSetMigMode(device, mode):
+    """Returns the activation status (NVML_SUCCESS, NVML_ERROR_IN_USE, ...), like NVML.
+
+    Ampere: the change is recorded as pending and needs a GPU reset (the driver's own reset
+    attempt is modelled as not happening, as when persistenced or DCGM hold the GPU).
+    Hopper+: applies at once when the GPU is idle. With processes on the GPU the change
+    stays pending and the status is NVML_ERROR_IN_USE (UNVERIFIED for Hopper).
+    Disabling MIG while GPU instances exist raises NVMLError_InUse (UNVERIFIED: modelled on
+    nvidia-smi refusing `-mig 0` until the instances are destroyed).
+    """
+    mode = int(mode)
+    if mode not in (NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    with _mutate() as state:
+        gpu = _gpu(state, device)
+        _mig_spec(state, gpu, need_enabled=False)
+        wanted = bool(mode)
+        if wanted == gpu["mig_current"] and wanted == gpu["mig_pending"]:
+            return NVML_SUCCESS
+        if not wanted and gpu["gpu_instances"]:
+            _raise(NVML_ERROR_IN_USE)
+        gpu["mig_pending"] = wanted
+        if wanted == gpu["mig_current"]:
+            # Cancelling a pending change needs no reset.
+            return NVML_SUCCESS
+        if gpu.get("passthrough"):
+            return NVML_ERROR_RESET_REQUIRED
+        if gpu["processes"]:
+            return NVML_ERROR_IN_USE
+        if _spec(state, gpu)["architecture"] != "ampere":
+            gpu["mig_current"] = wanted
+        return NVML_SUCCESS
+
+
+# --- GPU instances ----------------------------------------------------------------------------
+
+def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
+    state = _read()
+    gpu = _gpu(state, device)
+    prof = _profile_by_enum(state, gpu, int(profile))
+    info = c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2 else c_nvmlGpuInstanceProfileInfo_t()
+    info.id = prof["id"]
+    info.isP2pSupported = 0
+    info.sliceCount = prof["slice_count"]
+    info.instanceCount = prof["instance_count"]
+    info.multiprocessorCount = 14 * prof["slice_count"]
+    info.copyEngineCount = prof["slice_count"]
+    info.memorySizeMB = prof["memory_mb"]
+    if version == 2:
+        info.name = prof["name"].encode()
+    return info
+
+
+nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo
+
+
+def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
+    state = _read()
+    gpu = _gpu(state, device)
+    prof = _profile_by_id(state, gpu, int(profileId))
+    return nvmlDeviceGetGpuInstanceProfileInfo(device, prof["enum"])
+
+
+def _fill(arrayRef, countRef, items, make):
+    count = _deref(countRef)
+    array = _deref(arrayRef) if arrayRef is not None else None
+    if array is None:
+        count.value = len(items)
+        return
+    if len(array) < len(items):
+        count.value = len(items)
+        _raise(NVML_ERROR_INSUFFICIENT_SIZE)
+    for i, item in enumerate(items):
+        array[i] = make(item)
+    count.value = len(items)
+
+
+def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef, countRef):
+    """Python name without _v2, like nvidia-ml-py (which calls the _v2 C symbol)."""
+    state = _read()
+    gpu = _gpu(state, device)
+    prof = _profile_by_id(state, gpu, int(profileId))
+    _fill(placementsRef, countRef, prof["placements"],
+          lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
+    return NVML_SUCCESS
+
+
+nvmlDeviceGetGpuInstancePossiblePlacements_v2 = nvmlDeviceGetGpuInstancePossiblePlacements
+
+
+def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
+    state = _read()
+    gpu = _gpu(state, device)
+    prof = _profile_by_id(state, gpu, int(profileId))
+    used = 0
+    compute = 0
+    for gi in gpu["gpu_instances"]:
+        used |= _mask(gi["placement"]["start"], gi["placement"]["size"])
+        compute += _profile_by_id(state, gpu, gi["profile_id"])["slice_count"]
+    same = sum(1 for gi in gpu["gpu_instances"] if gi["profile_id"] == prof["id"])
+    free = [p for p in prof["placements"] if not used & _mask(p[0], p[1])]
+    taken = 0
+    mask = used
+    for start, size in free:
+        if not mask & _mask(start, size):
+            mask |= _mask(start, size)
+            taken += 1
+    room = (_mig_spec(state, gpu)["compute_slices"] - compute) // prof["slice_count"]
+    return max(0, min(taken, prof["instance_count"] - same, room))
+
+
+def _create(device, profileId, placement):
+    with _mutate() as state:
+        gpu = _gpu(state, device)
+        prof = _profile_by_id(state, gpu, int(profileId))
+        if placement is None:
+            # Without a placement the driver picks the first free one that fits.
+            used = 0
+            for gi in gpu["gpu_instances"]:
+                used |= _mask(gi["placement"]["start"], gi["placement"]["size"])
+            choice = next((p for p in prof["placements"] if not used & _mask(p[0], p[1])), None)
+            if choice is None:
+                _raise(NVML_ERROR_INSUFFICIENT_RESOURCES)
+            start, size = choice
+        else:
+            start, size = placement.start, placement.size
+        try:
+            gi = _create_gi(state, gpu, prof, start, size)
+        except _DeferredError as err:
+            failure = err.code
+        else:
+            return _gi_handle(gpu["index"], gi["id"])
+    # The hook's bookkeeping was saved when the block above ended; now fail like the driver.
+    _raise(failure)
+
+
+def nvmlDeviceCreateGpuInstance(device, profileId):
+    return _create(device, profileId, None)
+
+
+def nvmlDeviceCreateGpuInstanceWithPlacement(device, profileId, placement):
+    # nvidia-ml-py sets no argtypes here, so callers pass ctypes.byref(placement).
+    return _create(device, profileId, _deref(placement))
+
+
+def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
+    state = _read()
+    gpu = _gpu(state, device)
+    prof = _profile_by_id(state, gpu, int(profileId))
+    items = [gi for gi in gpu["gpu_instances"] if gi["profile_id"] == prof["id"]]
+    _fill(gpuInstancesRef, countRef, items, lambda gi: _gi_handle(gpu["index"], gi["id"]))
+    return NVML_SUCCESS
+
+
+def nvmlDeviceGetGpuInstanceById(device, gpuInstanceId):
+    state = _read()
+    gpu = _gpu(state, device)
+    _mig_spec(state, gpu)
+    if _find_gi(gpu, int(gpuInstanceId)) is None:
+        _raise(NVML_ERROR_NOT_FOUND)
+    return _gi_handle(gpu["index"], int(gpuInstanceId))
+
+
+def nvmlGpuInstanceGetInfo(gpuInstance):
+    state = _read()
+    gpu, gi = _gi_of(state, gpuInstance)
+    info = c_nvmlGpuInstanceInfo_t()
+    info.device = _device_handle(gpu["index"])
+    info.id = gi["id"]
+    info.profileId = gi["profile_id"]
+    info.placement = c_nvmlGpuInstancePlacement_t(gi["placement"]["start"], gi["placement"]["size"])
+    return info
+
+
+def nvmlGpuInstanceDestroy(gpuInstance):
+    with _mutate() as state:
+        gpu, gi = _gi_of(state, gpuInstance)
+        if gi["compute_instances"] or any(p.get("gpu_instance_id") == gi["id"] for p in gpu["processes"]):
+            _raise(NVML_ERROR_IN_USE)
+        gpu["gpu_instances"] = [g for g in gpu["gpu_instances"] if g["id"] != gi["id"]]
+    return NVML_SUCCESS
+
+
+# --- compute instances ------------------------------------------------------------------------
+
+def nvmlGpuInstanceGetComputeInstanceProfileInfo(device, profile, engProfile, version=2):
+    state = _read()
+    gpu, gi = _gi_of(state, device)
+    if int(engProfile) != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    if not 0 <= int(profile) < NVML_COMPUTE_INSTANCE_PROFILE_COUNT:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    _, profiles = _ci_profiles_of(state, gpu, gi)
+    prof = profiles.get(int(profile))
+    if prof is None:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    info = c_nvmlComputeInstanceProfileInfo_v2_t()
+    info.id = prof["id"]
+    info.sliceCount = prof["slice_count"]
+    info.instanceCount = prof["instance_count"]
+    info.multiprocessorCount = 14 * prof["slice_count"]
+    info.name = ("MIG %dc" % prof["slice_count"]).encode()
+    return info
+
+
+nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanceProfileInfo
+
+
+def _ci_handle(index, gi_id, ci_id):
+    return pointer(struct_c_nvmlComputeInstance_t(index, gi_id, ci_id))
+
+
+def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
+    with _mutate() as state:
+        gpu, gi = _gi_of(state, gpuInstance)
+        ci = _create_ci(state, gpu, gi, int(profileId))
+        return _ci_handle(gpu["index"], gi["id"], ci["id"])
+
+
+def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesRef, countRef):
+    state = _read()
+    gpu, gi = _gi_of(state, gpuInstance)
+    items = [ci for ci in gi["compute_instances"] if ci["profile_id"] == int(profileId)]
+    _fill(computeInstancesRef, countRef, items, lambda ci: _ci_handle(gpu["index"], gi["id"], ci["id"]))
+    return NVML_SUCCESS
+
+
+def _ci_of(state, computeInstance):
+    if not computeInstance:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    ref = computeInstance.contents
+    gpu, gi = _gi_of(state, _gi_handle(ref.index, ref.gi))
+    for ci in gi["compute_instances"]:
+        if ci["id"] == ref.id:
+            return gpu, gi, ci
+    _raise(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def nvmlComputeInstanceGetInfo_v2(computeInstance):
+    state = _read()
+    gpu, gi, ci = _ci_of(state, computeInstance)
+    info = c_nvmlComputeInstanceInfo_t()
+    info.device = _device_handle(gpu["index"])
+    info.gpuInstance = _gi_handle(gpu["index"], gi["id"])
+    info.id = ci["id"]
+    info.profileId = ci["profile_id"]
+    info.placement = c_nvmlComputeInstancePlacement_t(ci["placement"]["start"], ci["placement"]["size"])
+    return info
+
+
+def nvmlComputeInstanceGetInfo(computeInstance):
+    return nvmlComputeInstanceGetInfo_v2(computeInstance)
+
+
+def nvmlComputeInstanceDestroy(computeInstance):
+    with _mutate() as state:
+        gpu, gi, ci = _ci_of(state, computeInstance)
+        if any(p.get("gpu_instance_id") == gi["id"] and p.get("compute_instance_id", ci["id"]) == ci["id"]
+               for p in gpu["processes"]):
+            _raise(NVML_ERROR_IN_USE)
+        gi["compute_instances"] = [c for c in gi["compute_instances"] if c["id"] != ci["id"]]
+    return NVML_SUCCESS
+
+
+# --- MIG device handles -----------------------------------------------------------------------
+
+def nvmlDeviceGetMaxMigDeviceCount(device):
+    state = _read()
+    gpu = _gpu(state, device)
+    spec = _spec(state, gpu)["mig"]
+    return spec["compute_slices"] if spec else 0
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
+    state = _read()
+    gpu = _gpu(state, device)
+    _mig_spec(state, gpu)
+    devices = _mig_devices(gpu)
+    if not 0 <= int(index) < len(devices):
+        _raise(NVML_ERROR_NOT_FOUND)
+    gi, ci = devices[int(index)]
+    return _device_handle(gpu["index"], gi["id"], ci["id"])
+
+
+def nvmlDeviceIsMigDeviceHandle(device):
+    _gpu(_read(), device, allow_mig_device=True)
+    return int(device.contents.gi != _NO_ID)
+
+
+def nvmlDeviceGetGpuInstanceId(device):
+    _gpu(_read(), device, allow_mig_device=True)
+    if device.contents.gi == _NO_ID:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return device.contents.gi
+
+
+def nvmlDeviceGetComputeInstanceId(device):
+    _gpu(_read(), device, allow_mig_device=True)
+    if device.contents.gi == _NO_ID:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return device.contents.ci
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
+    gpu = _gpu(_read(), migDevice, allow_mig_device=True)
+    return _device_handle(gpu["index"])
