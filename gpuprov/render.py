@@ -33,10 +33,19 @@ def to_yaml(data):
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
-def to_json(data, pretty=True):
-    if pretty:
-        return json.dumps(data, indent=2, sort_keys=False)
-    return json.dumps(data, separators=(",", ":"))
+def to_json(data, depth=2, _level=0):
+    """JSON with the top ``depth`` levels of mappings on their own lines, the rest compact.
+
+    A fleet plan is megabytes of JSON: fully indented output needs the pure-Python encoder
+    and costs several times the planning itself, while one line per node stays readable,
+    diffable and lets json.dumps use its C encoder.
+    """
+    if isinstance(data, dict) and data and _level < depth:
+        pad = "  " * (_level + 1)
+        items = ",\n".join("%s%s: %s" % (pad, json.dumps(str(k)), to_json(v, depth, _level + 1))
+                           for k, v in data.items())
+        return "{\n%s\n%s}" % (items, "  " * _level)
+    return json.dumps(data, separators=(", ", ": "))
 
 
 def emit(data, output, table_fn):
