@@ -696,9 +696,16 @@ class MpsDaemonManager:
                     apply_directory(plan)
         return plans
 
-    def _read_limits(self, gpus):
+    def _read_limits(self, gpus, served=None):
+        """The running daemon's defaults. ``served``: the UUIDs it serves, in ordinal order
+        (None: the selected GPUs); a selected GPU it does not serve has no limit."""
+        served = [gpu.uuid for gpu in gpus] if served is None else served
         percentage = self.control.get_active_thread_percentage()
-        pinned = dict((gpu.uuid, self.control.get_pinned_memory_limit(ordinal)) for ordinal, gpu in enumerate(gpus))
+        pinned = {}
+        for gpu in gpus:
+            pinned[gpu.uuid] = None
+            if gpu.uuid in served:
+                pinned[gpu.uuid] = self.control.get_pinned_memory_limit(served.index(gpu.uuid))
         return {"active_thread_percentage": percentage, "pinned_memory_limit_mib": pinned}
 
     @staticmethod
@@ -794,6 +801,7 @@ class MpsDaemonManager:
         was_running = status == "running"
         daemon = self._daemon_info(status)
         visible = [gpu.uuid for gpu in gpus]
+        served = None
         restart = False
 
         if self.service and status != "running":
@@ -809,6 +817,7 @@ class MpsDaemonManager:
                 self.warn("%s was not started by gpuprov: its GPU set is unknown and left as it is"
                           % self.control.describe())
             elif recorded.get("visible_devices") != visible:
+                served = list(recorded.get("visible_devices") or [])
                 if not self.params.get("allow_restart"):
                     raise MpsError("%s serves GPUs %s but gpus selects %s: changing them needs a daemon "
                                    "restart, which ends its MPS servers %s; set allow_restart or stop "
@@ -830,7 +839,7 @@ class MpsDaemonManager:
 
         modes = self._set_compute_modes(gpus, COMPUTE_MODE_EXCLUSIVE_PROCESS)
 
-        before_limits = self._read_limits(gpus) if was_running else self._no_limits(gpus)
+        before_limits = self._read_limits(gpus, served) if was_running else self._no_limits(gpus)
         baseline = before_limits
         if restart or (status != "running" and not self.service):
             self.changed = True
@@ -869,7 +878,11 @@ class MpsDaemonManager:
         before_limits = self._no_limits(gpus)
         if was_running:
             daemon["pid"] = self.control.pid()
-            before_limits = self._read_limits(gpus)
+            recorded = read_metadata(self.pipe.path) or {}
+            try:
+                before_limits = self._read_limits(gpus, recorded.get("visible_devices"))
+            except MpsError as exc:  # only reported; it must not keep the daemon from stopping
+                self.warn("could not read the limits of %s before stopping it: %s" % (self.control.describe(), exc))
             if self.service:
                 raise MpsError("%s still answers although service %s should have stopped it; stop the "
                                "service (systemctl stop %s) and run again"
