@@ -20,12 +20,12 @@ class InventoryError(Exception):
     pass
 
 
-def _plain(value):
+def plain(value):
     """Ansible 2.19 wraps inventory values in tagged subclasses; plans want plain data."""
     if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
+        return dict((str(k), plain(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -99,7 +99,7 @@ def load_host_vars(sources, limit=None):
                 mine = dict((k, templar.template(v)) for k, v in mine.items())
             except AnsibleError as exc:
                 raise InventoryError("host %s: cannot render gpuprov variables: %s" % (host.name, exc))
-        result.append((str(host.name), _plain(mine)))
+        result.append((str(host.name), plain(mine)))
     first = os.path.abspath(sources[0]) if sources and os.path.exists(sources[0]) else os.getcwd()
     base_dir = first if os.path.isdir(first) else os.path.dirname(first)
     return result, skipped, base_dir

@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: progress
+type: stdout
+short_description: One line per node and step while a gpuprov playbook runs, then a per-node summary
+version_added: "0.1.0"
+author: gpuprov maintainers (@gpuprov)
+description:
+  - Prints a line per host for every task that changed, failed, or was unreachable (and,
+    with C(--diff), the diff), the wave (batch) being run, and at the end a summary per
+    node - changed, unchanged, failed or unreachable - with what changed.
+  - When the environment variable C(GPUPROV_SUMMARY_FILE) names a file, the summary is also
+    written there as JSON (C(gpuprov apply) reads it).
+extends_documentation_fragment:
+  - default_callback
+requirements:
+  - set as the stdout callback (C(ANSIBLE_STDOUT_CALLBACK=gpuprov.gpu.progress))
+"""
+
+import json
+import os
+
+from ansible.plugins.callback.default import CallbackModule as DefaultCallback
+
+# Result keys that say what a gpuprov module changed, in a few words.
+_DETAIL_KEYS = ("changed_keys", "transitions", "gpus_changed", "summary")
+
+
+class CallbackModule(DefaultCallback):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "stdout"
+    CALLBACK_NAME = "gpuprov.gpu.progress"
+
+    def __init__(self):
+        super(CallbackModule, self).__init__()
+        self._nodes = {}
+        self._check = False
+        self._play = None
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _node(self, host):
+        return self._nodes.setdefault(host, {"status": "unchanged", "changed": [], "failed": None, "ok": 0})
+
+    @staticmethod
+    def _detail(result):
+        for key in _DETAIL_KEYS:
+            value = result.get(key)
+            if value:
+                text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+                return text if len(text) <= 160 else text[:157] + "..."
+        return ""
+
+    def _line(self, host, status, task, detail=""):
+        self._display.display("  %-24s %-11s %s%s" % (host, status, task, (": " + detail) if detail else ""))
+
+    # -- events ----------------------------------------------------------------------------
+    def v2_playbook_on_play_start(self, play):
+        self._play = play
+        self._check = bool(play.check_mode)
+        self._display.banner("PLAY [%s]%s" % (play.get_name().strip(), " (check mode: nothing changes)" if self._check else ""))
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._task_name = task.get_name().strip()
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._task_name = "handler: " + task.get_name().strip()
+
+    def v2_runner_on_ok(self, result):
+        host = result._host.get_name()
+        node = self._node(host)
+        node["ok"] += 1
+        res = result._result
+        if res.get("changed", False):
+            task = result._task.get_name().strip()
+            detail = self._detail(res)
+            node["changed"].append(task + (" (" + detail + ")" if detail else ""))
+            if node["status"] == "unchanged":
+                node["status"] = "changed"
+            self._line(host, "would change" if self._check else "changed", task, detail)
+            if self._run_is_verbose(result) or res.get("diff"):
+                self._handle_warnings(res)
+                if res.get("diff") and self._play and self._play.diff:
+                    self._display.display(self._get_diff(res["diff"]))
+        else:
+            self._handle_warnings(res)
+        msg = res.get("msg")
+        if result._task.action in ("ansible.builtin.debug", "debug") and msg:
+            self._line(host, "note", str(msg))
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        host = result._host.get_name()
+        task = result._task.get_name().strip()
+        msg = result._result.get("msg") or result._result.get("stderr") or "failed"
+        if ignore_errors:
+            self._line(host, "ignored", task, str(msg))
+            return
+        node = self._node(host)
+        node["status"] = "failed"
+        node["failed"] = "%s: %s" % (task, msg)
+        self._line(host, "FAILED", task, str(msg))
+
+    def v2_runner_on_unreachable(self, result):
+        host = result._host.get_name()
+        node = self._node(host)
+        node["status"] = "unreachable"
+        node["failed"] = result._result.get("msg", "unreachable")
+        self._line(host, "UNREACHABLE", result._task.get_name().strip(), node["failed"])
+
+    def v2_runner_on_skipped(self, result):
+        self._node(result._host.get_name())
+
+    def v2_runner_item_on_ok(self, result):
+        self.v2_runner_on_ok(result)
+
+    def v2_runner_item_on_failed(self, result):
+        self.v2_runner_on_failed(result)
+
+    def v2_runner_item_on_skipped(self, result):
+        pass
+
+    def v2_runner_retry(self, result):
+        self._line(result._host.get_name(), "retrying", result._task.get_name().strip(),
+                   "%d of %d" % (result._result.get("attempts", 0), result._result.get("retries", 0)))
+
+    def v2_playbook_on_stats(self, stats):
+        self._display.banner("SUMMARY%s" % (" (dry run: nothing was changed)" if self._check else ""))
+        for host in sorted(stats.processed):
+            totals = stats.summarize(host)
+            node = self._node(host)
+            if totals["unreachable"] and node["status"] != "failed":
+                node["status"] = "unreachable"
+            elif totals["failures"]:
+                node["status"] = "failed"
+        if not self._nodes:
+            self._display.display("  no hosts ran")
+        for host, node in sorted(self._nodes.items()):
+            label = node["status"]
+            if self._check and label == "changed":
+                label = "would change"
+            detail = node["failed"] or "; ".join(node["changed"]) or "-"
+            self._display.display("  %-24s %-12s %s" % (host, label, detail))
+        path = os.environ.get("GPUPROV_SUMMARY_FILE")
+        if path:
+            with open(path, "w") as handle:
+                json.dump({"check_mode": self._check, "nodes": self._nodes}, handle, indent=2, sort_keys=True)

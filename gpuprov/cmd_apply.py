@@ -1,0 +1,89 @@
+"""`gpuprov apply`: validate the plan, then converge the nodes with the site playbook."""
+import click
+
+
+from gpuprov.cmd_plan import inventory_option, limit_option, load_plans, plan_table
+from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
+from gpuprov.runner import parse_waves, run_playbook
+
+
+@click.command()
+@inventory_option
+@limit_option
+@click.option("--check", is_flag=True, help="Dry run: report per node what would change; change nothing.")
+@click.option("--diff", is_flag=True, help="Show what changes (MIG instances kept/destroyed/created, kubelet keys, MPS limits).")
+@click.option("--waves", default="1,10%,100%", show_default=True, metavar="N|P%,...",
+              help="Rollout batches: a canary node first, then growing waves. The rollout stops at a failed wave.")
+@click.option("--max-fail-percentage", type=click.IntRange(0, 100), default=0, show_default=True,
+              help="Failed nodes a wave may have (in percent) before the rollout stops.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Drain/uncordon nodes and deploy the cluster side "
+              "with this kubeconfig. Without it nodes are not drained (a warning says so) and the cluster side is skipped.")
+@click.option("--context", "kube_context", help="kubeconfig context.")
+@click.option("--playbook", default="gpuprov.gpu.site", show_default=True,
+              help="Playbook to run: gpuprov.gpu.site, .mig, .kubelet, .mps, .device_plugin, or a path.")
+@click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes worked on at once (ansible-playbook --forks).")
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
+              help="Passed to ansible-playbook -e. Repeatable.")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the plan before running.")
+def apply(inventory, limit, check, diff, waves, max_fail_percentage, kubeconfig, kube_context, playbook, forks,
+          extra_vars, quiet):
+    """Converge the nodes of the inventory to their plans.
+
+    First renders and validates every node's plan, exactly as `gpuprov plan` does: on bad
+    input nothing runs. Then runs the playbook with ansible-playbook, in waves, printing a
+    line per node and step as it goes, and ends with a per-node summary: changed,
+    unchanged, failed or unreachable, and what changed.
+
+    `--check --diff` is the dry run: every node reports what would change, and nothing
+    on any node changes.
+
+    Exit status: 0 all nodes converged (or, with --check, the dry run completed);
+    1 a node failed or was unreachable, or the rollout stopped; 2 bad input.
+    """
+    try:
+        batches = parse_waves(waves)
+    except ValueError as exc:
+        fail_bad_input(["--waves: %s" % exc])
+    fleet = load_plans(inventory, limit)
+    if not fleet.nodes:
+        fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
+    if not quiet:
+        click.echo(plan_table(fleet.result))
+        click.echo("")
+        click.echo("%s %d node(s) in waves %s ..." % ("Dry run on" if check else "Converging", len(fleet.nodes),
+                                                      ",".join(str(b) for b in batches)))
+
+    variables = {"gpuprov_waves": batches, "gpuprov_max_fail_percentage": max_fail_percentage}
+    if kubeconfig:
+        variables["gpuprov_kubeconfig"] = kubeconfig
+    if kube_context:
+        variables["gpuprov_kube_context"] = kube_context
+    extra_args = []
+    for item in extra_vars:
+        extra_args += ["-e", item]
+    try:
+        rc, summary = run_playbook(playbook, list(inventory), limit=limit, check=check, diff=diff,
+                                   extra_vars=variables, forks=forks, extra_args=extra_args)
+    except FileNotFoundError as exc:
+        fail_bad_input([str(exc)])
+
+    nodes = (summary or {}).get("nodes", {})
+    not_run = sorted(set(fleet.nodes) - set(nodes))
+    if not_run:
+        click.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
+    counts = {}
+    for node in nodes.values():
+        counts[node["status"]] = counts.get(node["status"], 0) + 1
+    bad = counts.get("failed", 0) + counts.get("unreachable", 0)
+    click.echo("")
+    click.echo("gpuprov apply%s: %s" % (" --check" if check else "", ", ".join(
+        "%d %s" % (n, s if not (check and s == "changed") else "would change") for s, n in sorted(counts.items()))
+        or "no node ran"))
+    if rc != 0 or bad or not_run:
+        if rc != 0 and not nodes:
+            click.echo("ansible-playbook exited with %d before any node ran" % rc, err=True)
+        raise SystemExit(EXIT_FAILED)
+    raise SystemExit(EXIT_OK)
+
+
+

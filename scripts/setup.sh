@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up a development environment: .venv with gpuprov (CLI + collection) and its dev tools.
+# Safe to re-run. Usage: scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+
+if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv with $($PYTHON --version)"
+    "$PYTHON" -m venv .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+echo "==> installing gpuprov with its dev extras"
+python -m pip install --quiet --upgrade pip
+# A regular (not editable) install puts the collection under site-packages/ansible_collections,
+# where Ansible finds it from any folder; in this repository ansible.cfg points at ./collections.
+python -m pip install --quiet ".[dev]"
+
+# The SSH test fleet needs sshd (tests skip the fleet without it).
+if ! [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing openssh-server for the SSH test fleet"
+    (apt-get install -y -qq openssh-server >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq openssh-server >/dev/null 2>&1; }) \
+        || echo "    (could not install openssh-server: fleet tests will be skipped)"
+fi
+
+# ansible-test fetches a pip bootstrap script from the internet before it builds its venv;
+# with only package registries reachable, give it one that uses ensurepip + pip instead.
+cache="$HOME/.ansible/test/cache"
+if [ ! -f "$cache/get_pip_24_2.py" ]; then
+    mkdir -p "$cache"
+    cat > "$cache/get_pip_24_2.py" <<'PY'
+# Offline stand-in for get-pip.py: ensurepip, then pip install with the given arguments.
+import subprocess
+import sys
+
+DROP = {"--disable-pip-version-check", "--no-setuptools", "--no-wheel"}
+subprocess.check_call([sys.executable, "-m", "ensurepip", "--upgrade"])
+args = [a for a in sys.argv[1:] if a not in DROP]
+if args:
+    subprocess.check_call([sys.executable, "-m", "pip", "install"] + args)
+PY
+fi
+echo "==> ready: . .venv/bin/activate"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh) and run every test: pytest (collection units, CLI, SSH fleet),
+# the MIG transition benchmark check, ansible-test sanity, ansible-lint, and every molecule
+# scenario. Exits non-zero if any stage fails; prints a summary of the stages at the end.
+#
+# Usage: scripts/test.sh [--fast]     (--fast skips sanity and molecule)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+
+fast=0
+[ "${1:-}" = "--fast" ] && fast=1
+
+scripts/setup.sh || { echo "setup failed"; exit 1; }
+# shellcheck disable=SC1091
+. .venv/bin/activate
+
+declare -a results=()
+failed=0
+stage() {
+    local name=$1; shift
+    echo
+    echo "==> $name"
+    local started=$SECONDS
+    "$@"
+    local rc=$?
+    results+=("$(printf '%-34s %s (%ds)' "$name" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")" $((SECONDS - started)))")
+    [ $rc = 0 ] || failed=1
+    return 0
+}
+
+run_pytest() {
+    python -m pytest -p no:cacheprovider -n 2 -q "$@"
+    local rc=$?
+    # pytest exits 5 when it collected no test: that is a broken suite, not a pass.
+    if [ $rc = 5 ]; then echo "pytest collected no tests"; return 1; fi
+    return $rc
+}
+
+run_sanity() {
+    (cd collections/ansible_collections/gpuprov/gpu && ansible-test sanity --venv --python 3.11 --color no)
+}
+
+run_lint() {
+    ansible-lint --profile production --offline roles/ playbooks/ molecule/
+}
+
+run_molecule() {
+    local rc=0 scenario
+    for scenario in molecule/*/molecule.yml; do
+        scenario=$(basename "$(dirname "$scenario")")
+        echo "--- molecule test -s $scenario"
+        molecule test -s "$scenario" || { echo "molecule scenario $scenario FAILED"; rc=1; }
+    done
+    return $rc
+}
+
+stage "pytest" run_pytest
+stage "bench/mig_transitions (check)" python bench/mig_transitions.py
+if [ $fast = 0 ]; then
+    stage "ansible-test sanity" run_sanity
+    stage "ansible-lint (production)" run_lint
+    stage "molecule" run_molecule
+fi
+
+echo
+echo "==> summary"
+printf '  %s\n' "${results[@]}"
+exit $failed
