@@ -12,6 +12,7 @@ from gpuprov import __version__
 
 # name -> "module:attribute" of a click.Command. Keep sorted.
 COMMANDS = {
+    "apply": "gpuprov.cmd_apply:apply",
     "baseline": "gpuprov.cmd_baseline:baseline",
     "catalog": "gpuprov.cmd_catalog:catalog",
     "diagnose": "gpuprov.cmd_diagnose:diagnose",
