@@ -420,17 +420,30 @@ class Nvml:
                        handle, profile.id, ctypes.byref(placement), gpu=index)
         gi_id = self.call("reading the new GPU instance", self.pynvml.nvmlGpuInstanceGetInfo, gi, gpu=index).id
         try:
-            ci_enum = _CI_ENUM_FOR_SLICES[profile.compute_slices]
-            ci_info = self.call("reading the compute instance profile for %s" % profile.name,
-                                self.pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, ci_enum,
-                                self.pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, gpu=index)
-            self.call("creating the compute instance of %s at slice %d" % (profile.name, start),
-                      self.pynvml.nvmlGpuInstanceCreateComputeInstance, gi, ci_info.id, gpu=index)
-        except (NvmlError, KeyError):
+            self._create_full_compute_instance(index, gi, profile)
+        except NvmlError:
             self.call("destroying the incomplete %s GPU instance" % profile.name,
                       self.pynvml.nvmlGpuInstanceDestroy, gi, gpu=index)
             raise
         return gi_id
+
+    def create_compute_instance(self, index, gi_id, profile):
+        """Add the full-size compute instance to an existing GPU instance of ``profile``."""
+        gi = self.call("opening GPU instance %d" % gi_id, self.pynvml.nvmlDeviceGetGpuInstanceById,
+                       self.handle(index), gi_id, gpu=index)
+        self._create_full_compute_instance(index, gi, profile)
+
+    def _create_full_compute_instance(self, index, gi, profile):
+        ci_enum = _CI_ENUM_FOR_SLICES.get(profile.compute_slices)
+        if ci_enum is None:
+            raise NvmlError("GPU %s: no compute instance profile spans %d compute slices (%s)"
+                            % (index, profile.compute_slices, profile.name), gpu=index,
+                            operation="creating a compute instance")
+        ci_info = self.call("reading the compute instance profile for %s" % profile.name,
+                            self.pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, ci_enum,
+                            self.pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, gpu=index)
+        self.call("creating the compute instance of a %s GPU instance" % profile.name,
+                  self.pynvml.nvmlGpuInstanceCreateComputeInstance, gi, ci_info.id, gpu=index)
 
     def destroy_gpu_instance(self, index, gi_id):
         """Destroy a GPU instance: its compute instances first, then the GPU instance."""
