@@ -17,7 +17,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (
     LayoutError, describe_counts, idle_slices, place)
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import Problem
 
 PLAN_FORMAT_VERSION = 1
@@ -73,9 +73,18 @@ class Planner:
         if intent.strategy == "mig" and intent.mig_strategy == "mixed" and GPU_RESOURCE in resources:
             mig_resources.append(GPU_RESOURCE)
         replicas = intent.time_slicing_replicas if intent.strategy == "mig" else intent.replicas
+        if intent.strategy == "mig" and replicas and intent.mig_strategy == "mixed" and not mig_resources:
+            # The plugin refuses a time-slicing config with an empty resource list.
+            return None, [Problem(intent.host, "gpuprov_sharing.time_slicing_replicas",
+                                  "the MIG layout advertises no device to time-slice (no GPU has MIG instances); "
+                                  "remove time_slicing_replicas or give the GPUs MIG instances")]
         config_name, config = device_plugin.render(
             intent.strategy, replicas, intent.mig_strategy, mig_resources,
             intent.mps["provider"] if intent.mps else None)
+        config_problems = device_plugin_schema.problems(config)
+        if config_problems:
+            return None, [Problem(intent.host, "gpuprov_sharing", "the device plugin would reject config %s: %s"
+                                  % (config_name, "; ".join(config_problems)))]
 
         plan = {
             "format": PLAN_FORMAT_VERSION,
