@@ -1,6 +1,7 @@
 """`gpuprov diagnose`: why do pods queue beside idle GPUs?"""
 import json
 import os
+import re
 
 import click
 
@@ -99,8 +100,11 @@ def _node_row(node):
     sm = "%.0f%%" % node["sm_mean"] if node["sm_mean"] is not None else "-"
     peak = node["memory_peak"]
     memory = "%s/%s GiB" % (diag._fmt_gib(peak["used_mib"]), diag._fmt_gib(peak["total_mib"])) if peak else "-"
-    finding = node["remedy"]["summary"] if node["check"] in ("allocation", "memory") and node["remedy"] \
-        else node["summary"]
+    if node["check"] in ("allocation", "memory") and node["remedy"]:
+        # The decisive first clause; the details section has the rest.
+        finding = node["remedy"]["summary"].split("; ")[0]
+    else:
+        finding = node["summary"]
     return [node["name"], str(node["physical_gpus"]), allocated, sm, memory, node["check"] or "-",
             node.get("status", "-"), finding]
 
@@ -108,7 +112,8 @@ def _node_row(node):
 def _wrap(prefix, text, width=100):
     indent = " " * len(prefix)
     lines, current = [], prefix
-    for word in text.split(" "):
+    # Keep "(GPU 7)" and "{key: }" whole.
+    for word in re.split(r" (?!\d+\)|\})", text):
         if len(current) + len(word) + 1 > width and current.strip():
             lines.append(current.rstrip())
             current = indent
@@ -136,6 +141,16 @@ def _remedy_lines(remedy):
     return lines
 
 
+def _pod_groups(pods):
+    """Pending pods with the same finding (replicas of one job) shown once."""
+    groups = {}
+    for pod in pods:
+        key = json.dumps([pod["check"], pod.get("status"), pod["requests"], pod["summary"], pod["remedy"],
+                          pod["scheduler"]["message"] if pod["scheduler"] else None], sort_keys=True)
+        groups.setdefault(key, []).append(pod)
+    return list(groups.values())
+
+
 def render_table(report):
     summary = report["summary"]
     out = ["%s: %d GPU node(s) of %d, %d GPU(s), %d Pending GPU pod(s)"
@@ -159,10 +174,16 @@ def render_table(report):
         for line in node["evidence"]:
             out.extend(_wrap("    evidence: ", line))
         out.extend(_remedy_lines(node["remedy"]))
-    for pod in report["pods"]:
+    for group in _pod_groups(report["pods"]):
+        pod = group[0]
         out.extend(_wrap("  %s/%s [%s] " % (pod["namespace"], pod["name"], pod["check"] or pod.get("status")),
                          pod["summary"]))
+        if len(group) > 1:
+            out.extend(_wrap("    alike:    ", ", ".join("%s/%s" % (p["namespace"], p["name"]) for p in group[1:])))
         for line in pod["evidence"]:
+            if line.startswith("scheduler: "):
+                # The preemption half of the message only says preemption would not help.
+                line = re.split(r"\.?\s+preemption:", line, maxsplit=1)[0]
             out.extend(_wrap("    evidence: ", line))
         out.extend(_remedy_lines(pod["remedy"]))
     if details or report["pods"]:

@@ -38,6 +38,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+
 SCHEMA = "gpuprov.diagnose/v1"
 
 CHECKS = ("allocation", "memory", "placement", "application")
@@ -537,6 +539,24 @@ def format_taint(taint):
         else "%s:%s" % (taint["key"], taint["effect"])
 
 
+NODE_STATE_BLOCKERS = ("cordoned", "not-ready", "taint")
+
+
+def _describe_affinity(terms):
+    described = []
+    for term in terms or []:
+        parts = []
+        for expression in (term or {}).get("matchExpressions") or []:
+            values = ",".join(str(v) for v in expression.get("values") or [])
+            parts.append("%s %s %s" % (expression.get("key"), expression.get("operator"), values) if values
+                         else "%s %s" % (expression.get("key"), expression.get("operator")))
+        for expression in (term or {}).get("matchFields") or []:
+            parts.append("%s %s %s" % (expression.get("key"), expression.get("operator"),
+                                       ",".join(str(v) for v in expression.get("values") or [])))
+        described.append(" and ".join(parts) or "an empty term")
+    return " or ".join(described) or "no terms"
+
+
 def placement_blockers(pod, node):
     """Why the scheduler keeps `pod` off `node` whatever is allocated there: [(category, detail)]."""
     blockers = []
@@ -917,38 +937,59 @@ def _fmt_gib(mib):
     return ("%.0f" % value) if value >= 10 else ("%.1f" % value)
 
 
-def mig_option(memory_total_mib, need_mib, gpu_name=""):
-    """The MIG profile that holds `need_mib` with the most instances per GPU, or None.
-
-    GPUs with 7 compute / 8 memory slices (A100, H100, H200, B200) and the A30 (4/4) are
-    covered. Profile names follow go-nvlib's rule GB = round(slices / memory slices *
-    ceil(total GiB)), which gives the names in the MIG guide (1g.10gb on an 80 GB A100,
-    1g.18gb on an H200); `gpuprov catalog` lists the exact profiles per model.
-    """
-    if not memory_total_mib or need_mib is None:
-        return None
-    if "A30" in gpu_name.upper():
-        memory_slices = 4
-        # (memory slices, compute slices, instances per GPU)
-        shapes = ((1, 1, 4), (2, 2, 2), (4, 4, 1))
-    else:
-        memory_slices = 8
-        # 1g (1 memory slice) x7; 1g with 2 memory slices x4; 3g (4 memory slices) x2; 7g x1.
-        shapes = ((1, 1, 7), (2, 1, 4), (4, 3, 2), (8, 7, 1))
-    total_gib = math.ceil(memory_total_mib / MIB_PER_GIB)
-    for mem, compute, count in shapes:
-        instance_mib = memory_total_mib * mem / memory_slices
-        if need_mib * MIG_MEMORY_MARGIN <= instance_mib:
-            size_gb = math.floor(mem / memory_slices * total_gib + 0.5)
-            return {"profile": "%dg.%dgb" % (compute, size_gb), "per_gpu": count,
-                    "instance_memory_mib": round(instance_mib)}
+def gpu_model(names):
+    """The catalog model for the first of `names` the catalog knows, or None."""
+    for name in names:
+        if not name:
+            continue
+        # GFD's product label gets -SHARED under sharing and -MIG-<profile> under MIG single.
+        name = re.sub(r"(-SHARED|-MIG-\S+)$", "", str(name))
+        try:
+            return catalog.lookup(name)
+        except catalog.UnknownModelError:
+            continue
     return None
 
 
-def _sharing_snippet(sharing):
-    """The inventory line that asks gpuprov for `sharing` on a node or group."""
-    inner = ", ".join("%s: %s" % (k, json.dumps(v) if isinstance(v, dict) else v) for k, v in sharing.items())
-    return "gpuprov_sharing: {%s}" % inner
+def _mig_profiles(model):
+    return [p for p in model.mig.profiles.values() if not p.media_extensions] if model and model.mig else []
+
+
+def mig_option(model, need_mib):
+    """The MIG profile that holds `need_mib` (plus MIG_MEMORY_MARGIN) most times per GPU, or None."""
+    fitting = [p for p in _mig_profiles(model) if need_mib * MIG_MEMORY_MARGIN <= p.memory_gib * MIB_PER_GIB]
+    if not fitting:
+        return None
+    return max(fitting, key=lambda p: (p.max_count, -p.memory_slices))
+
+
+def mig_cap_option(model):
+    """The largest MIG profile that still gives two or more per GPU: a memory cap per pod."""
+    several = [p for p in _mig_profiles(model) if p.max_count >= 2]
+    return max(several, key=lambda p: p.memory_gib) if several else None
+
+
+def _flow(value):
+    """A value as a one-line YAML flow collection, for inventory lines in the report."""
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (_flow(k), _flow(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return "[%s]" % ", ".join(_flow(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", value):
+        return json.dumps(value)
+    return str(value)
+
+
+def sharing_line(sharing):
+    """The inventory line that asks gpuprov for `sharing` (intent.py's gpuprov_sharing)."""
+    return "gpuprov_sharing: %s" % _flow(sharing)
+
+
+def mig_sharing(profile, per_gpu):
+    return {"strategy": "mig", "mig": {"devices": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {profile: per_gpu}}]}}
 
 
 # --------------------------------------------------------------------------------------
@@ -965,6 +1006,7 @@ class _NodeState:
     replicas_now: int
     mig_capable: bool
     mig_enabled: bool
+    model: object = None      # catalog.GpuModel, None when not in the catalog
 
 
 def _merge_gpus(facts, summaries):
@@ -1010,17 +1052,20 @@ def _node_state(node, pods_on_node, facts, samples):
         physical = whole
     replicas_now = whole // physical if (physical and whole and whole % physical == 0) else 1
     mig_enabled = any(r["name"].startswith("nvidia.com/mig-") for r in resources) or \
-        any(g.get("mig_enabled") for g in gpus) or node.labels.get("nvidia.com/mig.strategy") in ("single", "mixed")
+        any(g.get("mig_enabled") for g in gpus)
+    model = gpu_model([g.get("name") for g in gpus] + [node.labels.get("nvidia.com/gpu.product")])
     capable_values = [g.get("mig_capable") for g in gpus if g.get("mig_capable") is not None]
-    if capable_values:
+    if model is not None:
+        mig_capable = model.mig_capable
+    elif capable_values:
         mig_capable = all(capable_values)
     elif node.labels.get("nvidia.com/mig.capable") in ("true", "false"):
         mig_capable = node.labels["nvidia.com/mig.capable"] == "true"
     else:
         mig_capable = None
     return _NodeState(node=node, pods=pods_on_node, resources=resources, gpus=gpus, physical_gpus=physical,
-                      replicas_now=max(replicas_now, 1), mig_capable=mig_capable or mig_enabled,
-                      mig_enabled=mig_enabled)
+                      replicas_now=max(replicas_now, 1), mig_capable=bool(mig_capable or mig_enabled),
+                      mig_enabled=mig_enabled, model=model)
 
 
 def _sizing(state, max_replicas):
@@ -1037,7 +1082,7 @@ def _sizing(state, max_replicas):
     have_memory = any(g.get("memory_total_mib") and g.get("memory_peak_mib") is not None for g in state.gpus)
     by_memory = min((c for c, _ in memory_copies), default=None)
     by_sm = min((c for c, _ in sm_copies), default=None)
-    limits = [("max-replicas", max_replicas)]
+    limits = []
     if by_memory is not None:
         limits.append(("memory", by_memory))
     else:
@@ -1045,6 +1090,8 @@ def _sizing(state, max_replicas):
         limits.append(("unknown-memory", max(2, state.replicas_now)))
     if by_sm is not None:
         limits.append(("sm", by_sm))
+    limits.append(("max-replicas", max_replicas))
+    # min() keeps the first of equal values: a tie is explained by the measured limit.
     limit_name, replicas = min(limits, key=lambda item: item[1])
     return {"replicas": replicas, "limited_by": limit_name, "by_memory": by_memory, "by_sm": by_sm,
             "have_memory": have_memory, "have_sm": any(g.get("sm_mean") is not None for g in state.gpus),
@@ -1112,15 +1159,21 @@ def _allocation_remedy(state, sizing):
         added = sum(r["allocatable"] * replicas // state.replicas_now - r["allocatable"] for r in shareable)
     else:
         added = sum(r["allocatable"] * (replicas - 1) for r in shareable)
-    sharing = {"strategy": "time-slicing", "replicas": replicas}
     resource_names = ", ".join(r["name"] for r in shareable)
-    summary = "time-slicing %d would add %d %s slots" % (replicas, added, resource_names)
+    summary = "time-slicing %d would add %s of %s" % (replicas, _slots(added), resource_names)
+    if state.mig_enabled:
+        # Each MIG device is advertised `replicas` times; the MIG layout stays as it is.
+        sharing = {"strategy": "mig", "time_slicing_replicas": replicas}
+        inventory = "add `time_slicing_replicas: %d` to this node's gpuprov_sharing (strategy mig)" % replicas
+    else:
+        sharing = {"strategy": "time-slicing", "replicas": replicas}
+        inventory = sharing_line(sharing)
     why = {"memory": "as many copies of today's per-GPU memory use as fit in %d%% of the memory"
                      % round(MEMORY_USABLE_FRACTION * 100),
            "sm": "as many copies as keep the mean SM use under %d%%" % SM_TARGET_PERCENT,
            "max-replicas": "capped by --max-replicas",
            "unknown-memory": ""}[sizing["limited_by"]]
-    remedy = {"summary": summary, "sharing": sharing, "inventory": _sharing_snippet(sharing),
+    remedy = {"summary": summary, "sharing": sharing, "inventory": inventory,
               "added_slots": added, "sizing": why, "alternatives": [], "commands": []}
     if not sizing["have_memory"]:
         remedy["sizing"] = ("memory use unknown (no facts or utilisation for this node): %d is a guess; run "
@@ -1137,52 +1190,49 @@ def _mig_alternative(state):
     """MIG instead of time-slicing: isolated memory, when today's per-GPU use fits an instance."""
     if state.mig_enabled or not state.mig_capable or not state.gpus:
         return None
-    needs = [g.get("memory_peak_mib") for g in state.gpus]
-    if any(n is None for n in needs):
+    if any(g.get("memory_peak_mib") is None for g in state.gpus):
         return None
-    gpu = max(state.gpus, key=lambda g: g["memory_peak_mib"])
-    option = mig_option(gpu["memory_total_mib"], gpu["memory_peak_mib"] / state.replicas_now, gpu.get("name", ""))
-    if not option or option["per_gpu"] < 2:
+    need = max(g["memory_peak_mib"] for g in state.gpus) / state.replicas_now
+    profile = mig_option(state.model, need)
+    if profile is None or profile.max_count < 2:
         return None
     whole = state.node.allocatable.get("nvidia.com/gpu", state.physical_gpus)
-    added = state.physical_gpus * option["per_gpu"] - whole
-    sharing = {"strategy": "mig", "mig_devices": {option["profile"]: option["per_gpu"]}}
-    return {"summary": "MIG would fit instead: %s x%d per GPU (%s GiB each, isolated memory and SMs) would add "
-                       "%d slots, advertised as nvidia.com/mig-%s; pods must request that resource"
-                       % (option["profile"], option["per_gpu"], _fmt_gib(option["instance_memory_mib"]), added,
-                          option["profile"]),
-            "sharing": sharing, "inventory": _sharing_snippet(sharing), "added_slots": added}
+    added = state.physical_gpus * profile.max_count - whole
+    sharing = mig_sharing(profile.name, profile.max_count)
+    return {"summary": "MIG %s x%d per GPU holds today's use too (%s GiB each, memory and SMs isolated) and "
+                       "would add %s; pods then request %s" % (profile.name, profile.max_count,
+                                                              _fmt_gib(profile.memory_gib * MIB_PER_GIB),
+                                                              _slots(added), profile.resource_name),
+            "sharing": sharing, "inventory": sharing_line(sharing), "added_slots": added}
 
 
 def _memory_remedy(state):
-    gpu = None
-    peak = _node_memory_peak(state)
-    if peak:
-        gpu = next(g for g in state.gpus if g["index"] == peak["gpu"])
     alternatives = []
-    if gpu and state.mig_capable and not state.mig_enabled:
-        # The largest MIG instance that still gives two per GPU: a cap for preallocating frameworks.
-        option = mig_option(gpu["memory_total_mib"], gpu["memory_total_mib"] * 0.45 / MIG_MEMORY_MARGIN,
-                            gpu.get("name", ""))
-        if option and option["per_gpu"] >= 2:
-            sharing = {"strategy": "mig", "mig_devices": {option["profile"]: option["per_gpu"]}}
+    model = state.model
+    if state.mig_capable and not state.mig_enabled:
+        profile = mig_cap_option(model)
+        if profile is not None:
+            sharing = mig_sharing(profile.name, profile.max_count)
             alternatives.append({
                 "summary": "if the pods need less memory than they hold (TensorFlow and JAX preallocate most of "
-                           "it), MIG %s x%d caps each at %s GiB" % (option["profile"], option["per_gpu"],
-                                                                    _fmt_gib(option["instance_memory_mib"])),
-                "sharing": sharing, "inventory": _sharing_snippet(sharing),
-                "added_slots": state.physical_gpus * (option["per_gpu"] - 1)})
-    if gpu and not state.mig_enabled:
+                           "it), MIG %s x%d caps each at %s GiB" % (profile.name, profile.max_count,
+                                                                    _fmt_gib(profile.memory_gib * MIB_PER_GIB)),
+                "sharing": sharing, "inventory": sharing_line(sharing),
+                "added_slots": state.physical_gpus * (profile.max_count - 1)})
+    total = max((g.get("memory_total_mib") or 0 for g in state.gpus), default=0)
+    # MPS needs Volta or newer and does not run on MIG devices.
+    mps_ok = not state.mig_enabled and (model is None or float(model.compute_capability) >= 7.0)
+    if total and mps_ok:
         sharing = {"strategy": "mps", "replicas": 2}
         alternatives.append({
-            "summary": "or MPS with 2 clients per GPU, each limited to %s GiB of device memory"
-                       % _fmt_gib(gpu["memory_total_mib"] / 2),
-            "sharing": sharing, "inventory": _sharing_snippet(sharing),
-            "added_slots": state.physical_gpus})
+            "summary": "%sMPS with 2 clients per GPU: the device plugin limits each to %s GiB of device memory"
+                       % ("or " if alternatives else "if the pods need less memory than they hold, ",
+                          _fmt_gib(total / 2)),
+            "sharing": sharing, "inventory": sharing_line(sharing), "added_slots": state.physical_gpus})
     summary = "time-slicing will not help: a second copy of today's work does not fit in GPU memory"
     if alternatives:
-        summary += "; MIG or MPS with memory limits might, if the pods need less than they hold; otherwise " \
-                   "only more GPUs help"
+        summary += "; MIG or MPS memory limits might (if the pods need less than they hold), otherwise only " \
+                   "more GPUs help"
     else:
         summary += "; only more GPUs (or smaller models) help"
     return {"summary": summary, "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
@@ -1197,8 +1247,9 @@ def _application_note(state):
         lines.append("GPU %s: SM activity cycles between idle and busy: the pods wait on their CPU-side "
                      "input pipeline (data loading, preprocessing)" % ",".join(str(g["index"]) for g in cycling))
     if low:
-        lines.append("GPU %s: memory held but SM activity stays under %d%%: the pods wait on I/O or the "
-                     "network" % (",".join(str(g["index"]) for g in low), SM_LOW_PERCENT))
+        lines.append("GPU %s: memory held but SM activity stays under %d%%: the pods wait on something else "
+                     "(I/O, the network, a person at a notebook)" % (",".join(str(g["index"]) for g in low),
+                                                                      SM_LOW_PERCENT))
     return cycling, low, lines
 
 
@@ -1224,26 +1275,27 @@ def _analyse_node(state, placement_victims, max_replicas):
                                                                          for r in state.resources) or "none")
         result["status"] = "unavailable"
         return result
-    allocation_line = ", ".join("%s %d/%d allocated" % (r["name"], r["allocated"], r["allocatable"])
-                                for r in shareable)
-    result["evidence"].append(allocation_line)
+    fully = all(r["allocated"] >= r["allocatable"] for r in shareable)
+    if not fully:
+        result["evidence"].append(", ".join("%d/%d %s allocated" % (r["allocated"], r["allocatable"], r["name"])
+                                            for r in shareable))
     if node.unschedulable:
         result["evidence"].append("node is cordoned")
     result["evidence"].extend(_gpu_evidence(state))
     cycling, low, app_lines = _application_note(state)
-    fully = all(r["allocated"] >= r["allocatable"] for r in shareable)
 
     if fully:
         sizing = _sizing(state, max_replicas)
         result["sizing"] = sizing
         memory = _node_memory_peak(state)
-        memory_text = (", GPU memory peak %s of %s GiB (GPU %d)" % (_fmt_gib(memory["used_mib"]),
-                                                                     _fmt_gib(memory["total_mib"]), memory["gpu"])
-                       if memory else "")
+        memory_text = (", memory peak %s of %s GiB (GPU %d)" % (_fmt_gib(memory["used_mib"]),
+                                                                 _fmt_gib(memory["total_mib"]), memory["gpu"])
+                       if memory else ", memory unknown")
         sm_text = ", mean SM %.0f%%" % result["sm_mean"] if result["sm_mean"] is not None else ""
+        counts = ", ".join("%d/%d %s" % (r["allocated"], r["allocatable"], r["name"]) for r in shareable)
         if sizing["by_memory"] is not None and sizing["by_memory"] <= state.replicas_now:
             result.update(check="memory", status="memory-bound",
-                          summary="all GPUs allocated%s%s" % (memory_text, sm_text))
+                          summary="%s allocated%s%s" % (counts, sm_text, memory_text))
             result["remedy"] = _memory_remedy(state)
             result["evidence"].extend(app_lines)
             return result
@@ -1259,13 +1311,13 @@ def _analyse_node(state, placement_victims, max_replicas):
                 status, text = "at-limit", ("already time-sliced %d ways, the --max-replicas limit; only more "
                                             "GPUs help" % state.replicas_now)
             result.update(check="allocation", status=status,
-                          summary="all GPUs allocated%s%s" % (sm_text, memory_text))
+                          summary="%s allocated%s%s" % (counts, sm_text, memory_text))
             result["remedy"] = {"summary": text, "sharing": None, "inventory": None, "added_slots": 0,
                                 "sizing": None, "alternatives": [], "commands": []}
             result["evidence"].extend(app_lines)
             return result
         result.update(check="allocation", status="sharing-helps",
-                      summary="all GPUs allocated%s%s" % (sm_text, memory_text))
+                      summary="%s allocated%s%s" % (counts, sm_text, memory_text))
         result["remedy"] = _allocation_remedy(state, sizing)
         result["evidence"].extend(app_lines)
         return result
@@ -1278,6 +1330,8 @@ def _analyse_node(state, placement_victims, max_replicas):
         free = ", ".join("%d %s" % (r["free"], r["name"]) for r in shareable if r["free"])
         result.update(check="placement", status="unreachable",
                       summary="%s free, but %d Pending pod(s) may not use them" % (free, len(victims)))
+        # The per-pod lines below say it again, with the pods.
+        result["evidence"] = [line for line in result["evidence"] if line != "node is cordoned"]
         for detail, pod_keys in sorted(by_reason.items()):
             result["evidence"].append("%s: %s" % (detail, ", ".join(sorted(pod_keys))))
         result["remedy"] = _placement_remedy_for_node(node, by_reason)
@@ -1342,6 +1396,10 @@ def _latest_events(events):
     return latest
 
 
+def _slots(count):
+    return "%d slot%s" % (count, "" if count == 1 else "s")
+
+
 def _format_requests(requests):
     return ", ".join("%d %s" % (v, k) for k, v in sorted(requests.items()))
 
@@ -1375,6 +1433,8 @@ def _analyse_pod(pod, states, node_results, event):
                                  % (value, name, biggest.node.allocatable[name], biggest.node.name))
         if not lines:
             lines.append("no single node offers all of %s" % _format_requests(pod.requests))
+        if all(line.startswith("no node advertises") for line in lines):
+            result["status"] = "not-offered"
         result["summary"] = "; ".join(lines)
         actions = []
         if any(line.startswith("no node advertises nvidia.com/mig-") for line in lines):
@@ -1402,15 +1462,32 @@ def _analyse_pod(pod, states, node_results, event):
 
     if not feasible:
         result["check"] = "placement"
-        result["status"] = "no-matching-node"
+        # Nodes the pod itself asks for (selector and affinity match) but that are closed to it.
+        selected = {name: blockers for name, blockers in blocked.items()
+                    if all(category in NODE_STATE_BLOCKERS for category, _ in blockers)}
+        if not selected:
+            lacks = sorted({category for blockers in blocked.values() for category, _ in blockers
+                            if category in ("selector", "affinity")})
+            result["status"] = "affinity" if lacks == ["affinity"] else "selector"
+            asked = []
+            if "selector" in lacks:
+                asked.append("nodeSelector %s" % ", ".join("%s=%s" % kv for kv in sorted(pod.node_selector.items())))
+            if "affinity" in lacks:
+                asked.append("required node affinity (%s)" % _describe_affinity(pod.node_affinity_terms))
+            result["summary"] = "no node with enough GPUs matches its %s" % " and ".join(asked)
+            result["nodes"] = sorted(blocked)
+            result["remedy"] = _pod_placement_remedy(pod, blocked, states, only=("selector", "affinity"))
+            return result
         grouped = {}
-        for node_name, blockers in blocked.items():
+        for node_name, blockers in selected.items():
             for category, detail in blockers:
                 grouped.setdefault(detail, []).append(node_name)
-        result["summary"] = "every node with enough GPUs is ruled out: " + "; ".join(
+        categories = sorted({category for blockers in selected.values() for category, _ in blockers})
+        result["status"] = categories[0] if len(categories) == 1 else "+".join(categories)
+        result["summary"] = "the node(s) it selects are closed to it: " + "; ".join(
             "%s (%s)" % (detail, ", ".join(sorted(nodes))) for detail, nodes in sorted(grouped.items()))
-        result["nodes"] = sorted(blocked)
-        result["remedy"] = _pod_placement_remedy(pod, blocked, states)
+        result["nodes"] = sorted(selected)
+        result["remedy"] = _pod_placement_remedy(pod, selected, states)
         return result
 
     full = [s for s in feasible if not has_room(s)]
@@ -1419,12 +1496,14 @@ def _analyse_pod(pod, states, node_results, event):
         result["nodes"] = sorted(verdicts)
         helping = [r for r in verdicts.values() if r.get("remedy") and r["remedy"].get("sharing")]
         memory_bound = [r for r in verdicts.values() if r.get("check") == "memory"]
+        # Free nodes the pod selects but that are closed to it (taint, cordon, NotReady).
         free_elsewhere = sorted(name for name, blockers in blocked.items()
-                                if has_room(next(s for s in states if s.node.name == name)))
-        result["evidence"].append("%d node(s) may take it and all have their GPUs allocated: %s"
-                                  % (len(full), ", ".join(sorted(verdicts))))
+                                if all(category in NODE_STATE_BLOCKERS for category, _ in blockers)
+                                and has_room(next(s for s in states if s.node.name == name)))
+        result["evidence"].append("%d node(s) may take it and none has %s free: %s"
+                                  % (len(full), _format_requests(pod.requests), ", ".join(sorted(verdicts))))
         if free_elsewhere:
-            result["evidence"].append("GPUs are free on %s, which the pod may not use (%s)"
+            result["evidence"].append("GPUs are free on %s, which it selects but may not use (%s)"
                                       % (", ".join(free_elsewhere),
                                          "; ".join(sorted({d for n in free_elsewhere for _, d in blocked[n]}))))
         if memory_bound and len(memory_bound) == len(verdicts):
@@ -1444,7 +1523,7 @@ def _analyse_pod(pod, states, node_results, event):
         if helping:
             slots = sum(r["remedy"]["added_slots"] for r in helping)
             parts = ["%s on %s" % (r["remedy"]["inventory"], r["name"]) for r in helping]
-            result["remedy"] = {"summary": "sharing adds %d slots: %s" % (slots, "; ".join(parts)),
+            result["remedy"] = {"summary": "sharing adds %s: %s" % (_slots(slots), "; ".join(parts)),
                                 "sharing": None, "inventory": None, "added_slots": slots, "sizing": None,
                                 "alternatives": [], "commands": []}
             others = [r for r in verdicts.values() if r not in helping]
@@ -1458,7 +1537,7 @@ def _analyse_pod(pod, states, node_results, event):
                                 "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
                                 "alternatives": [], "commands": []}
         if free_elsewhere:
-            result["remedy"]["summary"] += "; or let it use the free GPUs on %s" % ", ".join(free_elsewhere)
+            result["remedy"]["summary"] += "; or open %s to it (see that node)" % ", ".join(free_elsewhere)
         return result
 
     # A node it may use has room: the reason lies outside GPUs and node rules.
@@ -1491,12 +1570,12 @@ def _analyse_pod(pod, states, node_results, event):
     return result
 
 
-def _pod_placement_remedy(pod, blocked, states):
-    by_node = {s.node.name: s.node for s in states}
+def _pod_placement_remedy(pod, blocked, states, only=None):
     commands, actions = set(), set()
     for node_name, blockers in blocked.items():
-        node = by_node[node_name]
         for category, detail in blockers:
+            if only and category not in only:
+                continue
             if category == "taint":
                 taint = detail[len("untolerated taint "):]
                 actions.add("tolerate %s in the pod spec, or remove the taint" % taint)
@@ -1530,15 +1609,25 @@ def diagnose(snapshot, max_replicas=DEFAULT_MAX_REPLICAS):
               for n in gpu_nodes]
     pending = sorted((p for p in live_pods if p.is_pending and p.requests), key=lambda p: p.key)
 
-    # Which free nodes turn Pending pods away, and why: the node side of check 3.
+    # Which free nodes turn Pending pods away, and why: the node side of check 3. A node
+    # counts when it would take the pod but for its own state (taints, cordon, NotReady);
+    # a selector or affinity mismatch counts only for pods no node may take at all, since
+    # a pod that selects other nodes on purpose says nothing about this one.
     placement_victims = {}
     for pod in pending:
+        blockers_by_node = {s.node.name: placement_blockers(pod, s.node) for s in states}
+        any_feasible = any(
+            not blockers_by_node[s.node.name] and
+            all(s.node.allocatable.get(n, 0) >= v for n, v in pod.requests.items()) for s in states)
         for state in states:
             room = all(state.node.allocatable.get(n, 0) - sum(p.requests.get(n, 0) for p in state.pods) >= v
                        for n, v in pod.requests.items())
-            if not room:
+            blockers = blockers_by_node[state.node.name]
+            if not room or not blockers:
                 continue
-            for _category, detail in placement_blockers(pod, state.node):
+            if any_feasible and not all(category in NODE_STATE_BLOCKERS for category, _ in blockers):
+                continue
+            for _category, detail in blockers:
                 placement_victims.setdefault(state.node.name, []).append((pod.key, detail))
 
     node_results = {}
