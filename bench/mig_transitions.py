@@ -1,0 +1,303 @@
+#!/usr/bin/env python
+"""MIG reconfiguration disruption: gpuprov's mig_layout against mig-parted's way, measured.
+
+Runs layout transitions on a fake 7-slice GPU (H100 80GB, NVML semantics from
+tests/fakes/python/pynvml.py) and counts the GPU instances each approach destroys and
+creates, by comparing GPU instance ids in the fake's state before and after:
+
+    gpuprov:   the mig_layout code path (plan_layout + apply_layout over module_utils/nvml):
+               keeps instances whose profile and placement still fit, changes the rest
+    baseline:  mig-parted's way: if the GPU's profile counts differ, destroy every
+               instance and create every wanted one (len(from) + len(to) changes)
+    replay:    mig-parted's SetMigConfig replayed against the same fake NVML (largest
+               first, driver-chosen placements, clear and try the next ordering on
+               Insufficient Resources); its count includes those retries
+
+Both start every transition from the same instances at the same placements (two identical
+GPUs). Every destroyed instance is a workload stopped; fewer is better. Exits 1 if gpuprov
+is worse than the baseline on any transition, not strictly better on one where it keeps an
+instance, or if either ends in a layout other than the one asked for.
+
+    python bench/mig_transitions.py [--gpu H100-80GB] [--keep DIR]
+"""
+import argparse
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "collections"))
+sys.path.insert(0, os.path.join(REPO, "tests", "fakes", "python"))
+
+import pynvml  # noqa: E402  (the fake)
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_manager import (  # noqa: E402
+    apply_layout,
+    plan_layout,
+)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import place  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog  # noqa: E402
+
+# Layouts by kind of profile; names are filled in per GPU model.
+LAYOUTS = {
+    "all-1g": {"1g": 7},
+    "balanced": {"1g": 2, "2g": 1, "3g": 1},
+    "4g+3g": {"4g": 1, "3g": 1},
+    "4g+2g+1g": {"4g": 1, "2g": 1, "1g": 1},
+    "3g+3g": {"3g": 2},
+    "7g": {"7g": 1},
+    "3x2g+1g": {"2g": 3, "1g": 1},
+    "2g+5x1g": {"2g": 1, "1g": 5},
+    "4x1g-2mem": {"1g2m": 4},
+    "4g+3x1g": {"4g": 1, "1g": 3},
+    "3g+4x1g": {"3g": 1, "1g": 4},
+    "3g+2x2g": {"3g": 1, "2g": 2},
+}
+
+TRANSITIONS = [
+    ("all-1g", "balanced"), ("4g+3g", "4g+2g+1g"), ("balanced", "all-1g"), ("7g", "all-1g"),
+    ("all-1g", "7g"), ("3g+3g", "balanced"), ("balanced", "3g+3g"), ("balanced", "4g+2g+1g"),
+    ("4g+2g+1g", "balanced"), ("4g+3g", "3g+3g"), ("3g+3g", "4g+3g"), ("all-1g", "2g+5x1g"),
+    ("2g+5x1g", "all-1g"), ("3x2g+1g", "balanced"), ("balanced", "3x2g+1g"), ("4x1g-2mem", "all-1g"),
+    ("all-1g", "4x1g-2mem"), ("4g+3x1g", "4g+2g+1g"), ("4g+2g+1g", "4g+3x1g"), ("3g+4x1g", "balanced"),
+    ("balanced", "3g+4x1g"), ("3g+2x2g", "balanced"), ("balanced", "3g+2x2g"), ("4g+3g", "7g"),
+    ("7g", "4g+3g"), ("3g+3g", "3g+4x1g"), ("3g+4x1g", "3g+3g"), ("4g+3x1g", "all-1g"),
+    ("all-1g", "4g+3x1g"), ("3x2g+1g", "2g+5x1g"), ("2g+5x1g", "3x2g+1g"), ("4g+2g+1g", "4g+3g"),
+    ("3g+2x2g", "3x2g+1g"), ("4x1g-2mem", "balanced"), ("balanced", "balanced"), ("7g", "3g+3g"),
+]
+
+
+def profile_names(model):
+    """{kind: profile name} for a 7-slice model, from the catalog."""
+    by_shape = {}
+    for prof in model.mig.profiles.values():
+        if prof.media_extensions:
+            continue
+        kind = "%dg" % prof.compute_slices
+        if prof.compute_slices == 1 and prof.memory_slices == 2:
+            kind = "1g2m"
+        by_shape[kind] = prof.name
+    return by_shape
+
+
+def counts_for(layout, names):
+    return dict((names[kind], count) for kind, count in LAYOUTS[layout].items())
+
+
+def instances_of(gpu):
+    return dict((gi["id"], (gi["profile_id"], gi["placement"]["start"])) for gi in gpu["gpu_instances"])
+
+
+def profile_counts(state, gpu):
+    names = dict((p["id"], p["name"][4:]) for p in state["models"][gpu["model"]]["mig"]["profiles"])
+    counts = {}
+    for gi in gpu["gpu_instances"]:
+        counts[names[gi["profile_id"]]] = counts.get(names[gi["profile_id"]], 0) + 1
+    return counts
+
+
+def run_gpuprov(index, counts):
+    with Nvml() as nvml:
+        info = nvml.gpu_info(index)
+        plan = plan_layout(nvml, index, info, nvml.mig_mode(index), counts)
+        if plan.changed:
+            apply_layout(nvml, plan)
+
+
+def run_mig_parted(index, counts, current_counts):
+    """mig-parted's SetMigConfig against NVML: clear everything, create in order, retry orderings."""
+    if current_counts == counts:
+        return  # mig-parted skips a GPU whose config already matches
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        infos = {}
+        for enum in range(10):
+            try:
+                info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum)
+            except pynvml.NVMLError_NotSupported:
+                continue
+            infos[info.name.decode()[4:]] = (enum, info)
+        flat = []
+        for name, count in counts.items():
+            flat.extend([name] * count)
+        flat.sort(key=lambda n: -infos[n][1].sliceCount)
+        seen = set()
+        for order in itertools.permutations(flat):
+            if order in seen:
+                continue
+            seen.add(order)
+            _clear(handle)
+            try:
+                for name in order:
+                    gi = pynvml.nvmlDeviceCreateGpuInstance(handle, infos[name][1].id)
+                    ci_enum = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[infos[name][1].sliceCount]
+                    ci = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, ci_enum, 0)
+                    pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci.id)
+                return
+            except pynvml.NVMLError_InsufficientResources:
+                continue
+        _clear(handle)
+        raise RuntimeError("mig-parted baseline: all orderings failed for %s" % counts)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _clear(handle):
+    import ctypes
+
+    for enum in range(10):
+        try:
+            info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum)
+        except pynvml.NVMLError_NotSupported:
+            continue
+        buf = (pynvml.c_nvmlGpuInstance_t * info.instanceCount)()
+        count = ctypes.c_uint(info.instanceCount)
+        pynvml.nvmlDeviceGetGpuInstances(handle, info.id, buf, ctypes.byref(count))
+        for i in range(count.value):
+            gi = buf[i]
+            for ci_enum in range(5):
+                try:
+                    ci_info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, ci_enum, 0)
+                except pynvml.NVMLError_NotSupported:
+                    continue
+                cbuf = (pynvml.c_nvmlComputeInstance_t * ci_info.instanceCount)()
+                ccount = ctypes.c_uint(ci_info.instanceCount)
+                pynvml.nvmlGpuInstanceGetComputeInstances(gi, ci_info.id, cbuf, ctypes.byref(ccount))
+                for j in range(ccount.value):
+                    pynvml.nvmlComputeInstanceDestroy(cbuf[j])
+            pynvml.nvmlGpuInstanceDestroy(gi)
+
+
+class Counter:
+    """Counts the GPU instances destroyed and created on one GPU while ``func`` runs,
+    including instances that came and went in between (the baseline's failed orderings)."""
+
+    def __init__(self, index):
+        self.index = index
+        self.destroyed = self.created = 0
+
+    def measure(self, func, *args):
+        # Wrap the fake's two operations that change the instance set (a create that NVML
+        # refuses never reaches the count).
+        original_create = pynvml._create_gi
+        original_destroy = pynvml.nvmlGpuInstanceDestroy
+        counter = self
+
+        def create(state, gpu, prof, start, size):
+            gi = original_create(state, gpu, prof, start, size)
+            if gpu["index"] == counter.index:
+                counter.created += 1
+            return gi
+
+        def destroy(gpu_instance):
+            result = original_destroy(gpu_instance)
+            if gpu_instance.contents.index == counter.index:
+                counter.destroyed += 1
+            return result
+
+        pynvml._create_gi = create
+        pynvml.nvmlGpuInstanceDestroy = destroy
+        try:
+            func(*args)
+        finally:
+            pynvml._create_gi = original_create
+            pynvml.nvmlGpuInstanceDestroy = original_destroy
+        return self
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", default="H100-80GB", help="a 7-slice catalog model (default H100-80GB)")
+    parser.add_argument("--keep", help="keep the fake NVML state in this directory")
+    args = parser.parse_args(argv)
+
+    model = catalog.get(args.gpu)
+    if not model.mig or model.mig.compute_slices != 7:
+        parser.error("%s is not a 7-slice MIG GPU" % args.gpu)
+    names = profile_names(model)
+    work = args.keep or tempfile.mkdtemp(prefix="gpuprov-mig-bench-")
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "nvml-state.json")
+    os.environ[pynvml.STATE_ENV] = path
+    solver_profiles = model.solver_profiles()
+
+    rows, problems = [], []
+    for number, (source, target) in enumerate(TRANSITIONS, 1):
+        # Two identical GPUs holding the source layout at the solver's placements.
+        state = pynvml.new_state(gpus=[(args.gpu, 2)])
+        start = place(counts_for(source, names), solver_profiles, 7)
+        for index in (0, 1):
+            pynvml.set_mig_mode(state, index, True)
+            pynvml.create_instances(state, index, [(i.profile, i.start) for i in start])
+        pynvml.save_state(state, path)
+        before = [instances_of(g) for g in state["gpus"]]
+        wanted = counts_for(target, names)
+
+        ours = Counter(0).measure(run_gpuprov, 0, wanted)
+        theirs = Counter(1).measure(run_mig_parted, 1, wanted, profile_counts(state, state["gpus"][1]))
+
+        after = pynvml.load_state(path)
+        for index, label in ((0, "gpuprov"), (1, "baseline")):
+            got = profile_counts(after, after["gpus"][index])
+            if got != wanted:
+                problems.append("#%d %s -> %s: %s ended with %s" % (number, source, target, label, got))
+        # Each starting instance was either destroyed (counted exactly) or kept.
+        kept = len(before[0]) - ours.destroyed
+        ours_total = ours.destroyed + ours.created
+        replay_total = theirs.destroyed + theirs.created
+        if profile_counts(state, state["gpus"][1]) == wanted:
+            base_destroyed = base_created = 0
+        else:
+            base_destroyed, base_created = len(before[1]), sum(wanted.values())
+        theirs_total = base_destroyed + base_created
+        if replay_total < theirs_total:
+            problems.append("#%d %s -> %s: the replay made %d changes, fewer than destroy-all/create-all (%d)"
+                            % (number, source, target, replay_total, theirs_total))
+        if ours_total > theirs_total:
+            problems.append("#%d %s -> %s: gpuprov made %d changes, the baseline %d"
+                            % (number, source, target, ours_total, theirs_total))
+        if kept and ours_total >= theirs_total and theirs_total:
+            problems.append("#%d %s -> %s: kept %d instance(s) yet not fewer changes than the baseline"
+                            % (number, source, target, kept))
+        rows.append((number, source, target, kept, ours.destroyed, ours.created, ours_total,
+                     base_destroyed, base_created, theirs_total, replay_total))
+
+    header = ("#", "from", "to", "kept", "destroyed", "created", "total",
+              "base destroyed", "base created", "base total", "replay total")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = "  ".join("%%%ds" % w if i not in (1, 2) else "%%-%ds" % w for i, w in enumerate(widths))
+    print("MIG layout transitions on %s (%d); gpuprov vs destroy-everything (mig-parted)" % (args.gpu, len(rows)))
+    print(line % header)
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line % row)
+    total = lambda i: sum(r[i] for r in rows)  # noqa: E731
+    print("  ".join("-" * w for w in widths))
+    print(line % ("", "total", "", total(3), total(4), total(5), total(6), total(7), total(8), total(9), total(10)))
+    destroyed_ratio = float(total(4)) / total(7) if total(7) else 0.0
+    changes_ratio = float(total(6)) / total(9) if total(9) else 0.0
+    print()
+    print("instances destroyed (workloads stopped): gpuprov %d, baseline %d, ratio %.2f"
+          % (total(4), total(7), destroyed_ratio))
+    print("instances destroyed + created:           gpuprov %d, baseline %d, ratio %.2f"
+          % (total(6), total(9), changes_ratio))
+    print("mig-parted replay:                       %d changes, ratio gpuprov/replay %.2f"
+          % (total(10), float(total(6)) / total(10) if total(10) else 0.0))
+    print("(the replay's placements are the fake driver's first free slot; the real driver's choice is UNVERIFIED)")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    if problems:
+        print()
+        for problem in problems:
+            print("FAIL: " + problem)
+        return 1
+    print("OK: gpuprov is never worse, and strictly better wherever it keeps an instance")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
