@@ -1125,9 +1125,14 @@ def build_parser():
     kill.add_argument("name")
     start = with_dir(sub.add_parser("start-node", help="start a killed node again, same state"))
     start.add_argument("name")
-    exec_parser = sub.add_parser("_exec-node", help=argparse.SUPPRESS)
-    exec_parser.add_argument("--node-dir", required=True)
     return parser
+
+
+def _exec_node_command(argv):
+    """The internal `_exec-node --node-dir DIR` step of starting a node (see _start)."""
+    parser = argparse.ArgumentParser(prog="fleet.py _exec-node")
+    parser.add_argument("--node-dir", required=True)
+    exec_node(parser.parse_args(argv).node_dir)
 
 
 def _up_command(args):
@@ -1157,11 +1162,13 @@ def _up_command(args):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        if args.command == "_exec-node":
-            exec_node(args.node_dir)
-        elif args.command == "up":
+        if argv[:1] == ["_exec-node"]:
+            _exec_node_command(argv[1:])
+            return 1  # not reached: exec_node becomes sshd
+        args = build_parser().parse_args(argv)
+        if args.command == "up":
             _up_command(args)
         elif args.command == "down":
             fleet = Fleet.load(args.dir)
