@@ -522,6 +522,19 @@ KUBEADM_FLAGS_ENV = (
 # The checkpoint a kubelet with cpuManagerPolicy none writes (checksum as seen on real nodes).
 CPU_MANAGER_STATE_NONE = '{"policyName":"none","defaultCpuSet":"","checksum":1353318690}'
 
+# The fake systemd of a node that `kubeadm join` set up: the kubelet runs and is enabled.
+# Format: tests/fakes/bin/systemctl (units seeded by writing its state file).
+INITIAL_SYSTEMD_STATE = {
+    "units": {
+        "kubelet.service": {
+            "active": True,
+            "enabled": True,
+            "description": "kubelet: The Kubernetes Node Agent",
+        },
+    },
+    "daemon_reload_count": 0,
+}
+
 PROFILE_SNIPPET = "gpuprov-fleet.sh"
 
 
@@ -900,6 +913,8 @@ class Fleet:
         nvml = initial_nvml_state(node.name, spec.gpus, spec.numa_nodes)
         _write_file(node.private_path(f"{FAKE_ROOT}/nvml.json"), json.dumps(nvml, indent=1) + "\n")
         write_fake_sysfs(node.private_path(FAKE_SYSFS), spec, nvml["gpus"])
+        _write_file(node.private_path(f"{FAKE_ROOT}/systemd.json"),
+                    json.dumps(INITIAL_SYSTEMD_STATE, indent=2) + "\n")
         kubelet = node.private_path("/var/lib/kubelet")
         _write_file(kubelet / "config.yaml", KUBEADM_KUBELET_CONFIG)
         _write_file(kubelet / "kubeadm-flags.env", KUBEADM_FLAGS_ENV)

@@ -308,6 +308,24 @@ def test_python_on_a_node_sees_its_own_fake_gpus(running_fleet):
 
 
 @fleet_test
+@pytest.mark.skipif(not (fleetlib.FAKES_BIN / "systemctl").is_file(),
+                    reason="needs the fake systemctl in tests/fakes/bin")
+def test_each_node_runs_a_kubelet_in_its_own_fake_systemd(running_fleet):
+    first = running_fleet.nodes[0]
+
+    stopped = ansible(running_fleet.inventory, first.name, "ansible.builtin.command",
+                      "systemctl stop kubelet.service")
+    states = ansible(running_fleet.inventory, "all", "ansible.builtin.command",
+                     "systemctl is-active kubelet.service")
+    ansible(running_fleet.inventory, first.name, "ansible.builtin.command",
+            "systemctl start kubelet.service")
+
+    assert stopped.rc == 0, stopped.output
+    assert {name: result["stdout"] for name, result in states.hosts.items()} == {
+        node.name: "inactive" if node is first else "active" for node in running_fleet.nodes}
+
+
+@fleet_test
 def test_login_shell_keeps_the_fake_tools_on_path(running_fleet):
     node = running_fleet.nodes[0]
 
