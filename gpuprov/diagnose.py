@@ -196,7 +196,8 @@ def _list_items(doc, source, item_kind, hint):
     kind = doc.get("kind")
     if kind not in ("List", item_kind + "List"):
         if kind == item_kind:
-            raise SnapshotError("%s: kind: is a single %s, expected a %sList; %s" % (source, item_kind, item_kind, hint))
+            raise SnapshotError("%s: kind: is a single %s, expected a %sList; %s"
+                                % (source, item_kind, item_kind, hint))
         raise SnapshotError("%s: kind: is %r, expected %sList or List; %s" % (source, kind, item_kind, hint))
     items = doc.get("items")
     if items is None:
@@ -305,7 +306,8 @@ def pod_gpu_requests(spec, where, problems):
     """
     total, sidecars, init_peak = {}, {}, {}
     for c_index, container in enumerate(spec.get("containers") or []):
-        for name, value in _container_requests(container, "%s.spec.containers[%d]" % (where, c_index), problems).items():
+        requests = _container_requests(container, "%s.spec.containers[%d]" % (where, c_index), problems)
+        for name, value in requests.items():
             total[name] = total.get(name, 0) + value
     for c_index, container in enumerate(spec.get("initContainers") or []):
         requests = _container_requests(container, "%s.spec.initContainers[%d]" % (where, c_index), problems)
@@ -426,7 +428,8 @@ _REASON_PATTERNS = (
     ("insufficient", re.compile(r"^Insufficient (?P<detail>\S+)$")),
     ("cordoned", re.compile(r"^node\(s\) were unschedulable$")),
     ("cordoned", re.compile(r"^node\(s\) had (?:untolerated )?taint \{node\.kubernetes\.io/unschedulable: ?\}")),
-    ("not-ready", re.compile(r"^node\(s\) had (?:untolerated )?taint \{node\.kubernetes\.io/(?:not-ready|unreachable)")),
+    ("not-ready", re.compile(r"^node\(s\) had (?:untolerated )?taint "
+                             r"\{node\.kubernetes\.io/(?:not-ready|unreachable)")),
     ("taint", re.compile(r"^node\(s\) had (?:untolerated )?taint (?P<detail>\{[^}]*\})")),
     ("selector", re.compile(r"^node\(s\) didn't match Pod's node affinity(?:/selector)?$")),
     ("selector", re.compile(r"^node\(s\) didn't match node selector$")),
@@ -625,8 +628,15 @@ def unwrap_gpu_facts(doc, source):
     return doc
 
 
-def parse_gpu_facts(doc, source):
+def parse_gpu_facts(doc, source, notes=None):
+    """[GpuFact] from a facts file. GPUs gpu_facts could not read (their `error` is set),
+    and a node whose driver was unavailable, are left out with a line in `notes`."""
+    notes = [] if notes is None else notes
     facts = unwrap_gpu_facts(doc, source)
+    if facts.get("driver_available") is False:
+        notes.append("%s: the node's driver was not available when the facts were gathered (%s); its GPU "
+                     "figures are unknown" % (source, facts.get("driver_error") or "no reason given"))
+        return []
     gpus = facts["gpus"]
     if not isinstance(gpus, list):
         raise SnapshotError("%s: gpus: expected a list, got %s" % (source, type(gpus).__name__))
@@ -635,6 +645,9 @@ def parse_gpu_facts(doc, source):
         where = "%s: gpus[%d]" % (source, position)
         if not isinstance(gpu, dict):
             problems.append("%s: expected an object" % where)
+            continue
+        if gpu.get("error"):
+            notes.append("%s: gpu_facts could not read this GPU (%s); left out" % (where, gpu["error"]))
             continue
         before = len(problems)
         index = gpu.get("index", position)
@@ -648,6 +661,8 @@ def parse_gpu_facts(doc, source):
         if len(problems) > before:
             continue
         capable, enabled = _mig_state(gpu.get("mig_mode_current"))
+        if isinstance(gpu.get("mig_capable"), bool):
+            capable = gpu["mig_capable"]
         result.append(GpuFact(index=index, name=str(gpu.get("name") or ""), uuid=str(gpu.get("uuid") or ""),
                               memory_total_mib=float(total), memory_used_mib=float(used),
                               process_count=len(processes), mig_capable=capable, mig_enabled=enabled))
@@ -857,7 +872,9 @@ def load_gpu_data(directory, nodes, label_prefix=""):
             notes.append("%s: no node %s in the snapshot; ignored" % (label, node_name))
             continue
         try:
-            facts[node_name] = parse_gpu_facts(_read_json(path, label), label)
+            gpus = parse_gpu_facts(_read_json(path, label), label, notes)
+            if gpus:
+                facts[node_name] = gpus
         except SnapshotError as error:
             problems.extend(error.problems)
 
@@ -1085,8 +1102,9 @@ def _sizing(state, max_replicas):
     limits = []
     if by_memory is not None:
         limits.append(("memory", by_memory))
-    else:
-        # Without memory figures, only the smallest step is a safe suggestion.
+    elif not have_memory:
+        # Without memory figures, only the smallest step is a safe suggestion. (Known and
+        # zero everywhere means no memory limit at all.)
         limits.append(("unknown-memory", max(2, state.replicas_now)))
     if by_sm is not None:
         limits.append(("sm", by_sm))
@@ -1094,15 +1112,7 @@ def _sizing(state, max_replicas):
     # min() keeps the first of equal values: a tie is explained by the measured limit.
     limit_name, replicas = min(limits, key=lambda item: item[1])
     return {"replicas": replicas, "limited_by": limit_name, "by_memory": by_memory, "by_sm": by_sm,
-            "have_memory": have_memory, "have_sm": any(g.get("sm_mean") is not None for g in state.gpus),
-            "memory_tightest": min(memory_copies, key=lambda item: item[0])[1] if memory_copies else None}
-
-
-def _gpu_memory_line(gpu):
-    peak, total = gpu.get("memory_peak_mib"), gpu.get("memory_total_mib")
-    if peak is None or not total:
-        return None
-    return "%s of %s GiB" % (_fmt_gib(peak), _fmt_gib(total))
+            "have_memory": have_memory, "have_sm": any(g.get("sm_mean") is not None for g in state.gpus)}
 
 
 def _span(values, fmt):
@@ -1173,8 +1183,7 @@ def _allocation_remedy(state, sizing):
            "sm": "as many copies as keep the mean SM use under %d%%" % SM_TARGET_PERCENT,
            "max-replicas": "capped by --max-replicas",
            "unknown-memory": ""}[sizing["limited_by"]]
-    remedy = {"summary": summary, "sharing": sharing, "inventory": inventory,
-              "added_slots": added, "sizing": why, "alternatives": [], "commands": []}
+    remedy = _remedy(summary, sharing=sharing, inventory=inventory, added_slots=added, sizing=why)
     if not sizing["have_memory"]:
         remedy["sizing"] = ("memory use unknown (no facts or utilisation for this node): %d is a guess; run "
                             "`gpuprov baseline` or add facts/%s.json before raising it" % (replicas, state.node.name))
@@ -1235,8 +1244,7 @@ def _memory_remedy(state):
                    "more GPUs help"
     else:
         summary += "; only more GPUs (or smaller models) help"
-    return {"summary": summary, "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
-            "alternatives": alternatives, "commands": []}
+    return _remedy(summary, alternatives=alternatives)
 
 
 def _application_note(state):
@@ -1256,7 +1264,7 @@ def _application_note(state):
 def _analyse_node(state, placement_victims, max_replicas):
     node = state.node
     result = {
-        "name": node.name, "check": None, "summary": "", "evidence": [], "remedy": None,
+        "name": node.name, "check": None, "status": None, "summary": "", "evidence": [], "remedy": None,
         "not_run": [], "resources": state.resources, "gpus": state.gpus,
         "physical_gpus": state.physical_gpus, "replicas_now": state.replicas_now,
         "sm_mean": _node_sm_mean(state), "memory_peak": _node_memory_peak(state),
@@ -1312,8 +1320,7 @@ def _analyse_node(state, placement_victims, max_replicas):
                                             "GPUs help" % state.replicas_now)
             result.update(check="allocation", status=status,
                           summary="%s allocated%s%s" % (counts, sm_text, memory_text))
-            result["remedy"] = {"summary": text, "sharing": None, "inventory": None, "added_slots": 0,
-                                "sizing": None, "alternatives": [], "commands": []}
+            result["remedy"] = _remedy(text)
             result["evidence"].extend(app_lines)
             return result
         result.update(check="allocation", status="sharing-helps",
@@ -1348,8 +1355,7 @@ def _analyse_node(state, placement_victims, max_replicas):
         if low:
             actions.append("I/O- or network-bound pods: stage data on local disk, raise read-ahead or "
                            "prefetch, check the storage/network path")
-        result["remedy"] = {"summary": "; ".join(actions), "sharing": None, "inventory": None,
-                            "added_slots": 0, "sizing": None, "alternatives": [], "commands": []}
+        result["remedy"] = _remedy("; ".join(actions))
         return result
 
     free = sum(r["free"] for r in shareable)
@@ -1383,8 +1389,13 @@ def _placement_remedy_for_node(node, by_reason):
             actions.append("relax the pods' required node affinity, or label the node to match it")
         elif detail == "node is NotReady":
             actions.append("bring the node back to Ready (kubelet, network, container runtime)")
-    return {"summary": "; ".join(sorted(set(actions))), "sharing": None, "inventory": None, "added_slots": 0,
-            "sizing": None, "alternatives": [], "commands": sorted(set(commands))}
+    return _remedy("; ".join(sorted(set(actions))), commands=sorted(set(commands)))
+
+
+def _has_room(state, requests):
+    """Whether the node has `requests` free now (allocatable less what its pods request)."""
+    return all(state.node.allocatable.get(name, 0) - sum(p.requests.get(name, 0) for p in state.pods) >= count
+               for name, count in requests.items())
 
 
 def _latest_events(events):
@@ -1394,6 +1405,12 @@ def _latest_events(events):
         if key not in latest or event.time >= latest[key].time:
             latest[key] = event
     return latest
+
+
+def _remedy(summary, sharing=None, inventory=None, added_slots=0, sizing=None, alternatives=None, commands=None):
+    """A report remedy: what to do, and when it is a gpuprov setting, the inventory line."""
+    return {"summary": summary, "sharing": sharing, "inventory": inventory, "added_slots": added_slots,
+            "sizing": sizing, "alternatives": list(alternatives or []), "commands": list(commands or [])}
 
 
 def _slots(count):
@@ -1406,6 +1423,7 @@ def _format_requests(requests):
 
 def _analyse_pod(pod, states, node_results, event):
     result = {"namespace": pod.namespace, "name": pod.name, "requests": dict(pod.requests), "check": None,
+              "status": None,
               "summary": "", "evidence": [], "remedy": None, "nodes": [], "scheduler": None}
     if event:
         result["scheduler"] = {"message": event.message, "time": event.time, "count": event.count,
@@ -1443,9 +1461,7 @@ def _analyse_pod(pod, states, node_results, event):
         if any(line.startswith("requests ") for line in lines):
             actions.append("lower the request to what one node offers, or split the job across pods "
                            "(multi-node training: torchrun/MPI with one pod per node)")
-        result["remedy"] = {"summary": "; ".join(actions) or "request a combination one node offers",
-                            "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
-                            "alternatives": [], "commands": []}
+        result["remedy"] = _remedy("; ".join(actions) or "request a combination one node offers")
         return result
 
     blocked, feasible = {}, []
@@ -1457,8 +1473,7 @@ def _analyse_pod(pod, states, node_results, event):
             feasible.append(state)
 
     def has_room(state):
-        return all(state.node.allocatable.get(n, 0) - sum(p.requests.get(n, 0) for p in state.pods) >= v
-                   for n, v in pod.requests.items())
+        return _has_room(state, pod.requests)
 
     if not feasible:
         result["check"] = "placement"
@@ -1511,10 +1526,8 @@ def _analyse_pod(pod, states, node_results, event):
             result["status"] = "memory-bound"
             result["summary"] = "the nodes it may use are fully allocated and their GPU memory is full: " \
                                 "time-slicing will not help"
-            result["remedy"] = {"summary": "see node(s) %s: MIG or MPS with memory limits might help, otherwise "
-                                           "add GPUs" % ", ".join(sorted(verdicts)),
-                                "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
-                                "alternatives": [], "commands": []}
+            result["remedy"] = _remedy("see node(s) %s: MIG or MPS with memory limits might help, otherwise "
+                                       "add GPUs" % ", ".join(sorted(verdicts)))
             return result
         result["check"] = "allocation"
         result["status"] = "allocation-bound"
@@ -1523,19 +1536,16 @@ def _analyse_pod(pod, states, node_results, event):
         if helping:
             slots = sum(r["remedy"]["added_slots"] for r in helping)
             parts = ["%s on %s" % (r["remedy"]["inventory"], r["name"]) for r in helping]
-            result["remedy"] = {"summary": "sharing adds %s: %s" % (_slots(slots), "; ".join(parts)),
-                                "sharing": None, "inventory": None, "added_slots": slots, "sizing": None,
-                                "alternatives": [], "commands": []}
+            result["remedy"] = _remedy("sharing adds %s: %s" % (_slots(slots), "; ".join(parts)),
+                                       added_slots=slots)
             others = [r for r in verdicts.values() if r not in helping]
             if others:
                 result["remedy"]["summary"] += " (not on %s: %s)" % (
                     ", ".join(r["name"] for r in others), "; ".join(sorted({r.get("status", "") for r in others})))
         else:
-            result["remedy"] = {"summary": "no node it may use has room for sharing (%s): add GPUs"
-                                           % "; ".join("%s %s" % (r["name"], r.get("status", ""))
-                                                       for r in verdicts.values()),
-                                "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
-                                "alternatives": [], "commands": []}
+            result["remedy"] = _remedy("no node it may use has room for sharing (%s): add GPUs"
+                                       % "; ".join("%s %s" % (r["name"], r.get("status", ""))
+                                                   for r in verdicts.values()))
         if free_elsewhere:
             result["remedy"]["summary"] += "; or open %s to it (see that node)" % ", ".join(free_elsewhere)
         return result
@@ -1559,9 +1569,7 @@ def _analyse_pod(pod, states, node_results, event):
             actions.append("relax the pod (anti-)affinity or topology spread constraints")
         if any(r["category"] == "volume" for r in other):
             actions.append("check the pod's volumes: their zone or binding rules exclude the GPU nodes")
-        result["remedy"] = {"summary": "; ".join(actions) or "see the scheduler message",
-                            "sharing": None, "inventory": None, "added_slots": 0, "sizing": None,
-                            "alternatives": [], "commands": []}
+        result["remedy"] = _remedy("; ".join(actions) or "see the scheduler message")
         return result
     result["status"] = "unexplained"
     result["summary"] = "GPUs are free on %s and the pod may use them: the snapshot is older than the last " \
@@ -1591,8 +1599,7 @@ def _pod_placement_remedy(pod, blocked, states, only=None):
                             "or label the nodes")
             elif category == "not-ready":
                 actions.add("bring NotReady node(s) back")
-    return {"summary": "; ".join(sorted(actions)), "sharing": None, "inventory": None, "added_slots": 0,
-            "sizing": None, "alternatives": [], "commands": sorted(commands)}
+    return _remedy("; ".join(sorted(actions)), commands=sorted(commands))
 
 
 def diagnose(snapshot, max_replicas=DEFAULT_MAX_REPLICAS):
@@ -1620,10 +1627,8 @@ def diagnose(snapshot, max_replicas=DEFAULT_MAX_REPLICAS):
             not blockers_by_node[s.node.name] and
             all(s.node.allocatable.get(n, 0) >= v for n, v in pod.requests.items()) for s in states)
         for state in states:
-            room = all(state.node.allocatable.get(n, 0) - sum(p.requests.get(n, 0) for p in state.pods) >= v
-                       for n, v in pod.requests.items())
             blockers = blockers_by_node[state.node.name]
-            if not room or not blockers:
+            if not blockers or not _has_room(state, pod.requests):
                 continue
             if any_feasible and not all(category in NODE_STATE_BLOCKERS for category, _ in blockers):
                 continue

@@ -262,6 +262,62 @@ def test_allocation_bound_with_full_memory_says_time_slicing_will_not_help(snaps
     assert pod_of(report, "tf-4")["check"] == "allocation"
 
 
+def test_already_time_sliced_node_is_sized_per_pod(snapshot_copy):
+    path = snapshot_copy("allocation_timeslicing")
+    os.remove(path / "utilization" / "gpu-a100-01.csv")
+    nodes = load(path / "nodes.json")
+    status = nodes["items"][0]["status"]
+    status["capacity"]["nvidia.com/gpu"] = status["allocatable"]["nvidia.com/gpu"] = "32"   # 8 GPUs x 4
+    dump(path / "nodes.json", nodes)
+    pods = load(path / "pods.json")
+    for item in pods["items"]:
+        if item["spec"].get("nodeName"):
+            item["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    dump(path / "pods.json", pods)
+    facts = load(path / "facts" / "gpu-a100-01.json")
+    for gpu in facts["gpus"]:
+        gpu["memory_used_mib"] = 40960      # four pods of 10 GiB each
+    dump(path / "facts" / "gpu-a100-01.json", facts)
+    node = node_of(report_for(str(path)), "gpu-a100-01")
+    assert (node["physical_gpus"], node["replicas_now"]) == (8, 4)
+    assert node["remedy"]["sharing"]["replicas"] == int(0.9 * 81920 // 10240) == 7
+    assert node["remedy"]["added_slots"] == 8 * 7 - 32
+
+
+def test_mig_node_is_time_sliced_per_mig_device(snapshot_copy):
+    path = snapshot_copy("allocation_timeslicing")
+    os.remove(path / "utilization" / "gpu-a100-01.csv")
+    nodes = load(path / "nodes.json")
+    status = nodes["items"][0]["status"]
+    for key in ("capacity", "allocatable"):
+        del status[key]["nvidia.com/gpu"]
+        status[key]["nvidia.com/mig-3g.40gb"] = "16"
+    dump(path / "nodes.json", nodes)
+    pods = load(path / "pods.json")
+    for item in pods["items"]:
+        limits = item["spec"]["containers"][0]["resources"]["limits"]
+        limits["nvidia.com/mig-3g.40gb"] = "2" if item["spec"].get("nodeName") else "1"
+        del limits["nvidia.com/gpu"]
+    dump(path / "pods.json", pods)
+    facts = load(path / "facts" / "gpu-a100-01.json")
+    for gpu in facts["gpus"]:
+        gpu["mig_mode_current"] = True
+        gpu["memory_used_mib"] = 16000      # two 3g.40gb instances holding 8000 MiB each
+    dump(path / "facts" / "gpu-a100-01.json", facts)
+    report = report_for(str(path))
+    node = node_of(report, "gpu-a100-01")
+    assert node["resources"] == [{"name": "nvidia.com/mig-3g.40gb", "capacity": 16, "allocatable": 16,
+                                  "allocated": 16, "free": 0}]
+    assert node["check"] == "allocation"
+    replicas = int(0.9 * 81920 // 16000)
+    assert node["remedy"]["sharing"] == {"strategy": "mig", "time_slicing_replicas": replicas}
+    assert node["remedy"]["added_slots"] == 16 * (replicas - 1)
+    assert "time_slicing_replicas: %d" % replicas in node["remedy"]["inventory"]
+    # MIG is on already: no MIG alternative.
+    assert node["remedy"]["alternatives"] == []
+    assert pod_of(report, "train-8")["check"] == "allocation"
+
+
 def test_memory_bound_t4_offers_mps_but_not_mig(snapshot_copy):
     path = snapshot_copy("example")
     report = report_for(str(path))
@@ -569,6 +625,53 @@ def test_facts_in_every_accepted_wrapping(snapshot_copy):
     os.remove(path / "facts" / "gpu-a100-02.json")
     dump(path / "facts" / "gpu-a100-02", module_result)
     assert report_for(str(path))["nodes"][0]["gpus"] == expected
+
+
+def test_facts_without_driver_or_with_unreadable_gpus_degrade(snapshot_copy):
+    path = snapshot_copy("allocation_memory_full")
+    module_result = load(path / "facts" / "gpu-a100-02.json")
+    facts = module_result["ansible_facts"]["gpu_facts"]
+    facts["gpus"][3] = {"index": 3, "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": None,
+                        "memory_used_mib": None, "error": "reading memory info: GPU is lost"}
+    dump(path / "facts" / "gpu-a100-02.json", module_result)
+    report = report_for(str(path))
+    node = node_of(report, "gpu-a100-02")
+    assert [g["index"] for g in node["gpus"]] == [0, 1, 2, 4, 5, 6, 7]
+    assert node["check"] == "memory"
+    assert any("gpus[3]: gpu_facts could not read this GPU (reading memory info: GPU is lost)" in n
+               for n in report["notes"])
+
+    dump(path / "facts" / "gpu-a100-02.json", {"ansible_facts": {"gpu_facts": {
+        "driver_available": False, "driver_error": "NVML Shared Library Not Found", "gpus": []}}})
+    report = report_for(str(path))
+    node = node_of(report, "gpu-a100-02")
+    assert node["gpus"] == [] and node["check"] == "allocation"
+    assert report["not_run"][0] == {"check": "memory", "nodes": ["gpu-a100-02"],
+                                    "reason": "no facts/<node>.json and no utilization data"}
+    assert any("NVML Shared Library Not Found" in n for n in report["notes"])
+
+
+def test_gpu_data_folder_adds_facts_and_samples(snapshot_copy, tmp_path):
+    path = snapshot_copy("allocation_timeslicing")
+    gpu_data = tmp_path / "gpu-data"
+    gpu_data.mkdir()
+    shutil.move(str(path / "facts"), str(gpu_data / "facts"))
+    shutil.move(str(path / "utilization"), str(gpu_data / "utilization"))
+    code, out, err = run_cli("--snapshot", str(path), "--gpu-data", str(gpu_data), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["nodes"] == report_for(fixture("allocation_timeslicing"))["nodes"]
+    code, _out, err = run_cli("--snapshot", str(path), "--gpu-data", str(tmp_path / "none"))
+    assert code == 2 and "--gpu-data is not a directory" in err
+
+
+def test_gated_pod_waits_on_its_gates(snapshot_copy):
+    path = snapshot_copy("placement_selector")
+    pods = load(path / "pods.json")
+    pods["items"][0]["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    dump(path / "pods.json", pods)
+    pod = pod_of(report_for(str(path)), "wants-a100")
+    assert (pod["check"], pod["status"]) == (None, "gated")
+    assert "example.com/quota" in pod["summary"]
 
 
 # --------------------------------------------------------------------------------------
