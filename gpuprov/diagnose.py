@@ -1348,6 +1348,7 @@ def _analyse_node(state, placement_victims, max_replicas):
         result.update(check="application", status="app-bound",
                       summary="pods hold GPUs they keep idle; more GPUs will not help")
         result["evidence"].extend(app_lines)
+        result["evidence"].append("GPU pods on the node: %s" % ", ".join(result["gpu_pods"]))
         actions = []
         if cycling:
             actions.append("CPU-bound pods: give them more CPU and data-loader workers (e.g. PyTorch "

@@ -396,6 +396,7 @@ def test_application_cpu_bound_cycling(snapshot_copy):
     assert any("cycles between idle and busy" in line for line in node["evidence"])
     assert "CPU-bound" in node["remedy"]["summary"]
     assert node["remedy"]["sharing"] is None
+    assert node["evidence"][-1] == "GPU pods on the node: vision/decode-0, vision/decode-1"
 
     # Allocation comes first: with all four GPUs taken the same node is allocation-bound.
     path = snapshot_copy("application_cpu_bound")
