@@ -498,17 +498,12 @@ def test_json_output_has_the_documented_structure():
                 "scheduler"} <= set(pod)
 
 
-def test_docs_example_matches_the_command_output():
+def test_docs_example_matches_the_command_output(monkeypatch):
     with open(os.path.join(REPO, "docs", "diagnose-example.md")) as handle:
         doc = handle.read()
     command, shown = re.search(r"```console\n\$ (gpuprov diagnose [^\n]*)\n(.*?)```", doc, re.S).groups()
-    args = command.split()[2:]
-    cwd = os.getcwd()
-    os.chdir(REPO)
-    try:
-        code, out, _err = run_cli(*args)
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(REPO)
+    code, out, _err = run_cli(*command.split()[2:])
     assert code == 0
     assert out == shown, "docs/diagnose-example.md is out of date: regenerate it from the command"
 
