@@ -102,7 +102,7 @@ def plan_mode(nvml, index, info, mode, enabled, ignore_processes):
     if current and not enabled:
         # MIG cannot be turned off while GPU instances exist; clear them first, like mig-parted.
         profiles = nvml.mig_profiles(index)
-        plan["destroy_instances"] = [gi for gi in nvml.gpu_instances(index, profiles)]
+        plan["destroy_instances"] = list(nvml.gpu_instances(index, profiles))
     return plan
 
 

@@ -23,6 +23,9 @@ description:
   - A GPU that NVML cannot read (for example one that fell off the bus) is listed with its
     index and an C(error) message instead of failing the whole task.
 author: gpuprov maintainers (@gpuprov)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the node, for GPU facts
 attributes:

@@ -28,6 +28,8 @@ description:
   - Every selected GPU is planned and checked before any is changed.
   - MIG mode must already be enabled on every selected GPU (see M(gpuprov.gpu.mig_mode)).
 author: gpuprov maintainers (@gpuprov)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the node
   - root privileges on the node
@@ -50,8 +52,9 @@ options:
     elements: str
   layout:
     description:
-      - Profile name to count, for example V({"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}).
-        Placements are chosen here, keeping what already matches.
+      - Profile name to count, for example one V(3g.40gb), one V(2g.20gb) and two
+        V(1g.10gb) (see the examples). Placements are chosen here, keeping what already
+        matches.
       - An empty dict removes every instance.
     type: dict
   instances:
@@ -93,9 +96,26 @@ options:
         description: Profile name to count for this GPU.
         type: dict
       instances:
-        description: Explicit instances for this GPU, each V({profile: ..., placement: {start: ..., size: ...}}).
+        description: Explicit instances for this GPU, as in O(instances).
         type: list
         elements: dict
+        suboptions:
+          profile:
+            description: GPU-instance profile name, for example V(1g.10gb).
+            type: str
+            required: true
+          placement:
+            description: Where the instance sits.
+            type: dict
+            required: true
+            suboptions:
+              start:
+                description: First memory slice.
+                type: int
+                required: true
+              size:
+                description: Memory slices covered; checked against the profile when given.
+                type: int
   force:
     description:
       - Destroy instances even though compute processes run in them. The driver still refuses

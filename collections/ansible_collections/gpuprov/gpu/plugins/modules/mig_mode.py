@@ -25,6 +25,8 @@ description:
   - All selected GPUs are checked before any is changed. If a later GPU then fails, the
     result still lists what was done on the earlier ones.
 author: gpuprov maintainers (@gpuprov)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the node
   - root privileges on the node
@@ -46,8 +48,8 @@ options:
   gpus:
     description:
       - GPU indices to change, or V(all).
-      - V(all) skips GPUs without MIG support (reported in RV(skipped)), like mig-parted's
-        C(devices: all); naming such a GPU by index is an error.
+      - V(all) skips GPUs without MIG support (reported in RV(skipped)), as mig-parted does
+        for C(devices) V(all); naming such a GPU by index is an error.
     type: list
     elements: str
     default: [all]

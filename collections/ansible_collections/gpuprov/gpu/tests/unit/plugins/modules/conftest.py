@@ -11,3 +11,5 @@ from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.nvml_node i
     fake_node,
     run_module,
 )
+
+__all__ = ["fake_node", "run_module"]
