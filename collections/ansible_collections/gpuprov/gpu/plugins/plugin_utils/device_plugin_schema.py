@@ -202,8 +202,10 @@ def _path(parts):
 
 
 def _same(a, b):
-    # JSON equality: true is not 1.
-    return type(a) is type(b) and a == b
+    # JSON equality: true is not 1 (isinstance, not type(): Ansible hands over str subclasses).
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
 
 
 def _errors(value, schema, path, root):

@@ -1,0 +1,397 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The cluster side of a fleet plan, rendered as Kubernetes objects, Helm values and files.
+
+Pure functions over the planner's output (``nodes``: host -> node plan, ``configs``: the
+fleet's ``device_plugin_configs``). The gpu_device_plugin role (through filter plugins) and
+``gpuprov export`` both render from here, so what the role applies and what the export
+writes are the same objects.
+
+- Device plugin: one named config per distinct node plan, passed to the chart as
+  ``config.map`` (or as a ConfigMap for ``config.name`` / the GPU Operator), ``config.default``
+  naming the config of nodes without a label, and ``nvidia.com/device-plugin.config=<name>``
+  on each node. The chart's config-manager sidecar follows the label; a change to the configs
+  themselves changes a pod-template annotation so the DaemonSet rolls (the plugin does not
+  watch its ConfigMap).
+- NFD: pinned chart, PCI labels by vendor only (``feature.node.kubernetes.io/pci-10de.present``,
+  the label the plugin's default affinity selects) and the ``nvidia.com`` label namespace
+  allowed, so GPU feature discovery labels are published.
+- mig-parted: one named config per distinct MIG plan with explicit per-GPU entries and PCI
+  device filters, plus ``nvidia.com/mig.config=<name>`` per node, for the GPU Operator's MIG
+  manager or the nvidia-mig-parted CLI.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import hashlib
+import json
+import re
+import shlex
+
+import yaml
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema
+
+# Pinned chart versions (reference/kubernetes.md sections 1 and 2).
+DEVICE_PLUGIN_CHART_VERSION = "0.20.0"
+DEVICE_PLUGIN_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
+DEVICE_PLUGIN_CHART_NAME = "nvidia-device-plugin"
+DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
+NFD_CHART_VERSION = "0.19.0"
+NFD_CHART_REPO = "oci://registry.k8s.io/nfd/charts"
+NFD_CHART_NAME = "node-feature-discovery"
+NFD_IMAGE = "registry.k8s.io/nfd/node-feature-discovery"
+
+DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
+NFD_NAMESPACE = "node-feature-discovery"
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+
+DEFAULT_CONFIG = "exclusive"
+CONFIGMAP_NAME = "gpuprov-device-plugin-configs"
+MIG_PARTED_CONFIGMAP_NAME = "gpuprov-mig-parted-config"
+MIG_PARTED_CONFIGMAP_KEY = "config.yaml"  # the key the GPU Operator's MIG manager reads
+
+CONFIG_LABEL = device_plugin.CONFIG_LABEL
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+CONFIG_HASH_ANNOTATION = "gpuprov.io/device-plugin-configs-sha256"
+DEFAULT_CONFIG_ANNOTATION = "gpuprov.io/default-config"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuprov"}
+
+# Kubernetes label values and node names (apimachinery validation).
+_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class ClusterRenderError(ValueError):
+    """The plans cannot be rendered for the cluster; ``problems`` holds one line each."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super(ClusterRenderError, self).__init__("; ".join(self.problems))
+
+
+def plain_data(value):
+    """``value`` as plain dict/list/str/int/bool/None.
+
+    Ansible hands filters subclasses of str and dict that carry its own tags; PyYAML's safe
+    dumper represents only the exact built-in types, and a JSON round trip gives those.
+    """
+    return json.loads(json.dumps(value))
+
+
+# -- device-plugin configs -------------------------------------------------------------------
+def config_text(config):
+    """A config as the YAML text the plugin reads (key order kept: version first)."""
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+
+
+def named_configs(nodes, configs, default_config=DEFAULT_CONFIG):
+    """{name: config} for the ConfigMap: every planned config plus the default, all checked.
+
+    Raises ClusterRenderError when a node names a config that is not in ``configs`` (or a
+    different one), when the default is unknown, or when a config breaks the plugin's schema.
+    """
+    problems = []
+    result = dict(configs or {})
+    for host, plan in sorted((nodes or {}).items()):
+        name = plan["device_plugin"]["config_name"]
+        if name not in result:
+            problems.append("%s: device-plugin config %s is not among the fleet's configs (%s); pass the "
+                            "device_plugin_configs of the same plan" % (host, name, ", ".join(sorted(result)) or "none"))
+        elif result[name] != plan["device_plugin"]["config"]:
+            problems.append("%s: device-plugin config %s differs from the fleet's config of that name; "
+                            "the nodes and configs come from different plans" % (host, name))
+    if default_config not in result:
+        if default_config != DEFAULT_CONFIG:
+            problems.append("default config %r is not one of the planned configs (%s); use %s or one of those"
+                            % (default_config, ", ".join(sorted(result)) or "none", DEFAULT_CONFIG))
+        else:
+            # Nodes without a label (new nodes, nodes outside the inventory) get whole GPUs.
+            result[DEFAULT_CONFIG] = device_plugin.render("exclusive")[1]
+    for name, config in sorted(result.items()):
+        if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE_RE.match(name):
+            problems.append("device-plugin config name %r is not a valid label value (63 characters, "
+                            "letters, digits, '-', '_', '.')" % (name,))
+        problems.extend("device-plugin config %s: %s" % (name, p) for p in device_plugin_schema.problems(config))
+    if problems:
+        raise ClusterRenderError(problems)
+    return dict(sorted(result.items()))
+
+
+def config_map_data(nodes, configs, default_config=DEFAULT_CONFIG):
+    """{config name: YAML text}: the data of the plugin's ConfigMap (and Helm config.map)."""
+    return dict((name, config_text(config)) for name, config in named_configs(nodes, configs, default_config).items())
+
+
+def configs_sha256(data):
+    """A digest of the ConfigMap data, stable across runs and Python versions."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def device_plugin_configmap(nodes, configs, default_config=DEFAULT_CONFIG, name=CONFIGMAP_NAME,
+                            namespace=DEVICE_PLUGIN_NAMESPACE):
+    """The configs as a ConfigMap, for the chart's ``config.name`` or the GPU Operator's
+    ``devicePlugin.config.name``; ``config.default`` must then name ``default_config``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(MANAGED_BY),
+            "annotations": {DEFAULT_CONFIG_ANNOTATION: default_config},
+        },
+        "data": config_map_data(nodes, configs, default_config),
+    }
+
+
+# -- node labels -----------------------------------------------------------------------------
+def node_names(nodes, node_name_map=None):
+    """{inventory host: Kubernetes node name}; hosts default to their own name."""
+    node_name_map = node_name_map or {}
+    problems, result = [], {}
+    for host in sorted(nodes or {}):
+        name = node_name_map.get(host, host)
+        if not isinstance(name, str) or len(name) > 253 or not _NODE_NAME_RE.match(name):
+            problems.append("%s: %r is not a valid Kubernetes node name (lowercase DNS name); map the host "
+                            "to its node name (gpu_device_plugin_node_names)" % (host, name))
+        result[host] = name
+    unknown = sorted(set(node_name_map) - set(nodes or {}))
+    if unknown:
+        problems.append("node name mapping names host(s) without a plan: %s" % ", ".join(unknown))
+    if problems:
+        raise ClusterRenderError(problems)
+    return result
+
+
+def _label_patches(labels_by_host, node_name_map):
+    names = node_names(labels_by_host, node_name_map)
+    patches = []
+    for host in sorted(labels_by_host):
+        labels = labels_by_host[host]
+        bad = ["%s=%s" % (k, v) for k, v in sorted(labels.items())
+               if not (isinstance(v, str) and len(v) <= 63 and (v == "" or _LABEL_VALUE_RE.match(v)))]
+        if bad:
+            raise ClusterRenderError(["%s: label value(s) not valid for Kubernetes: %s" % (host, ", ".join(bad))])
+        patches.append({"apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": names[host], "labels": dict(sorted(labels.items()))}})
+    return patches
+
+
+def node_label_patches(nodes, node_name_map=None):
+    """One partial Node object per planned node with the plan's labels.
+
+    Usable as a merge patch (kubernetes.core.k8s state=patched, ``kubectl patch --type
+    merge``) or with server-side apply, which owns only the fields listed.
+    """
+    return _label_patches(dict((host, plan["labels"]) for host, plan in (nodes or {}).items()), node_name_map)
+
+
+def kubectl_label_commands(patches):
+    """``kubectl label`` argv lists for Node patches (``--overwrite``: the value may change)."""
+    commands = []
+    for patch in patches:
+        labels = patch["metadata"]["labels"]
+        commands.append(["kubectl", "label", "node", patch["metadata"]["name"], "--overwrite"]
+                        + ["%s=%s" % (k, v) for k, v in sorted(labels.items())])
+    return commands
+
+
+def shell_script(commands, comment, preamble=()):
+    """argv lists as a POSIX shell script; every word is quoted, so no name can inject.
+
+    ``preamble``: fixed shell lines (not data) to run first, e.g. a ``cd``.
+    """
+    lines = ["#!/bin/sh", "# " + comment, "set -eu"] + list(preamble)
+    lines.extend(" ".join(shlex.quote(word) for word in argv) for argv in commands)
+    return "\n".join(lines) + "\n"
+
+
+# -- Helm values -----------------------------------------------------------------------------
+def deep_merge(base, extra):
+    """``extra`` merged into a copy of ``base`` (mappings merge, anything else replaces)."""
+    result = copy.deepcopy(base)
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = deep_merge(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def needs_cpu_manager_compat(nodes):
+    """True when a node runs the static CPU manager.
+
+    The plugin then has to pass device specs (``passDeviceSpecs``, the chart's
+    ``compatWithCPUManager``), or the CPU manager's container updates drop the pods' GPU
+    device access (k8s-device-plugin README).
+    """
+    return any((plan.get("kubelet") or {}).get("cpu_manager_policy") == "static" for plan in (nodes or {}).values())
+
+
+def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_repository=None, image_tag=None,
+                         image_pull_secrets=(), compat_with_cpu_manager="auto", extra_values=None):
+    """Values for the nvidia-device-plugin chart (0.20.0).
+
+    Only chart-level keys that do not override the per-node configs are set: a value such as
+    ``migStrategy`` becomes an environment variable, and the plugin ranks environment over
+    its config file, which would force one MIG strategy on every node.
+    """
+    data = config_map_data(nodes, configs, default_config)
+    values = {
+        "config": {"map": data, "default": default_config},
+        # GFD labels (gpu.product, gpu.replicas, mig.capable, mps.capable...) drive scheduling
+        # and the chart's mps-control-daemon nodeSelector.
+        "gfd": {"enabled": True},
+        # NFD is its own release (pinned, configured below); the chart's subchart would be a
+        # second copy. The subchart's condition is "nfd.enabled,gfd.enabled" (Chart.yaml).
+        "nfd": {"enabled": False},
+        # A config change changes the pod template, so the DaemonSet rolls and the plugin
+        # rereads its configs.
+        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(data)},
+    }
+    if compat_with_cpu_manager not in ("auto", "always", "never"):
+        raise ClusterRenderError(["compat_with_cpu_manager must be auto, always or never, got %r"
+                                  % (compat_with_cpu_manager,)])
+    if compat_with_cpu_manager == "always" or (compat_with_cpu_manager == "auto" and needs_cpu_manager_compat(nodes)):
+        values["compatWithCPUManager"] = True
+    image = {}
+    if image_repository:
+        image["repository"] = image_repository
+    if image_tag:
+        image["tag"] = image_tag
+    if image:
+        values["image"] = image
+    if image_pull_secrets:
+        values["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
+    return deep_merge(values, extra_values)
+
+
+def nfd_values(image_repository=None, image_tag=None, image_pull_secrets=(), extra_values=None):
+    """Values for the node-feature-discovery chart (0.19.0).
+
+    Key paths checked against the NFD chart's values.yaml (``master.config``,
+    ``worker.config`` are the daemons' config files) and against NVIDIA's device-plugin
+    values, which set the same keys for its NFD subchart.
+    """
+    values = {
+        # GFD publishes nvidia.com/* labels through NFD; nfd-master drops namespaces it does
+        # not allow.
+        "master": {"config": {"extraLabelNs": ["nvidia.com"]}},
+        "worker": {
+            # Vendor only: feature.node.kubernetes.io/pci-10de.present=true, the label the
+            # device plugin's default node affinity selects (NFD's default class+vendor gives
+            # pci-0302_10de.present, which it does not).
+            "config": {"sources": {"pci": {"deviceLabelFields": ["vendor"]}}},
+            # GPU nodes are often tainted; NFD must still label them.
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    image = {}
+    if image_repository:
+        image["repository"] = image_repository
+    if image_tag:
+        image["tag"] = image_tag
+    if image:
+        values["image"] = image
+    if image_pull_secrets:
+        values["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
+    return deep_merge(values, extra_values)
+
+
+def chart_ref(repo_url, repo_name, chart_name):
+    """(chart_ref, needs a repository entry): OCI registries are addressed directly."""
+    if repo_url.startswith("oci://"):
+        return repo_url.rstrip("/") + "/" + chart_name, False
+    return "%s/%s" % (repo_name, chart_name), True
+
+
+def helm_command(release, chart, version, namespace, values_file):
+    """The `helm upgrade --install` argv that deploys a values file."""
+    return ["helm", "upgrade", "--install", release, chart, "--version", version,
+            "--namespace", namespace, "--create-namespace", "--values", values_file]
+
+
+# -- mig-parted ------------------------------------------------------------------------------
+def _profile_order(model):
+    return dict((name, i) for i, name in enumerate(model.mig.profiles))
+
+
+def mig_parted_entries(plan):
+    """mig-parted entries that recreate a node plan's MIG geometry, or None without MIG GPUs.
+
+    GPUs with the same model and layout share one entry listing their indices; every entry
+    carries the model's PCI device filter. GPUs the plan leaves alone (no MIG, or not
+    selected by its MIG config) get no entry, which mig-parted also leaves alone.
+    """
+    groups = []  # [(key, entry)]
+    for gpu in plan["gpus"]:
+        mig = gpu["mig"]
+        if mig is None or not mig.get("managed", True):
+            continue
+        model = catalog.get(gpu["model"])
+        counts = {}
+        for instance in mig["instances"]:
+            counts[instance["profile"]] = counts.get(instance["profile"], 0) + 1
+        order = _profile_order(model)
+        counts = dict(sorted(counts.items(), key=lambda item: order.get(item[0], len(order))))
+        key = (model.key, mig["enabled"], tuple(counts.items()))
+        for group_key, entry in groups:
+            if group_key == key:
+                entry["devices"].append(gpu["index"])
+                break
+        else:
+            filters = model.mig_parted_filters
+            groups.append((key, {
+                "device-filter": filters[0] if len(filters) == 1 else list(filters),
+                "devices": [gpu["index"]],
+                "mig-enabled": mig["enabled"],
+                "mig-devices": counts,
+            }))
+    if not groups:
+        return None
+    return [entry for _, entry in groups]
+
+
+def mig_parted_config_name(plan, entries):
+    """A name derived from the content: model(s) plus a digest of the entries."""
+    models = []
+    for gpu in plan["gpus"]:
+        if gpu["mig"] is not None and gpu["mig"].get("managed", True) and gpu["model"] not in models:
+            models.append(gpu["model"])
+    slug = re.sub(r"[^a-z0-9.]+", "-", "-".join(models).lower()).strip("-.") or "mig"
+    digest = hashlib.sha1(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+    return "%s-%s" % (slug[:63 - 9].rstrip("-."), digest)
+
+
+def mig_parted_export(nodes):
+    """(mig-parted document, {host: config name}) for every node with MIG-capable GPUs."""
+    configs, assignment = {}, {}
+    for host in sorted(nodes or {}):
+        entries = mig_parted_entries(nodes[host])
+        if entries is None:
+            continue
+        name = mig_parted_config_name(nodes[host], entries)
+        configs[name] = entries
+        assignment[host] = name
+    return {"version": "v1", "mig-configs": dict(sorted(configs.items()))}, assignment
+
+
+def mig_config_label_patches(assignment, node_name_map=None):
+    """Node patches with ``nvidia.com/mig.config=<name>`` for the MIG manager."""
+    return _label_patches(dict((host, {MIG_CONFIG_LABEL: name}) for host, name in assignment.items()),
+                          dict((h, n) for h, n in (node_name_map or {}).items() if h in assignment))
+
+
+def mig_parted_configmap(document, name=MIG_PARTED_CONFIGMAP_NAME, namespace=GPU_OPERATOR_NAMESPACE):
+    """The mig-parted config as the GPU Operator reads it (``migManager.config.name``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "data": {MIG_PARTED_CONFIGMAP_KEY: yaml.safe_dump(document, sort_keys=False, default_flow_style=False)},
+    }

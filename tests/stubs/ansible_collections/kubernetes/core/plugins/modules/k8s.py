@@ -1,0 +1,65 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Test stand-in for kubernetes.core.k8s: state=patched on Node labels (see the collection README).
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(default="present", choices=["absent", "present", "patched"]),
+            definition=dict(type="raw", aliases=["resource_definition"]),
+            src=dict(type="path"),
+            kind=dict(type="str"),
+            name=dict(type="str"),
+            namespace=dict(type="str"),
+            api_version=dict(type="str", default="v1", aliases=["api", "version"]),
+            merge_type=dict(type="list", elements="str", choices=["json", "merge", "strategic-merge"]),
+            force=dict(type="bool", default=False),
+            apply=dict(type="bool", default=False),
+            wait=dict(type="bool", default=False),
+            wait_timeout=dict(type="int", default=120),
+            **fake_cluster.AUTH_ARGS
+        ),
+        supports_check_mode=True,
+    )
+    fake_cluster.record(module, "kubernetes.core.k8s")
+    definition = module.params["definition"]
+    if module.params["state"] != "patched" or not isinstance(definition, dict):
+        module.fail_json(msg="fake cluster: only state=patched with a definition mapping is implemented")
+    if definition.get("kind") != "Node" or definition.get("apiVersion") != "v1":
+        module.fail_json(msg="fake cluster: only v1 Node objects are implemented")
+    metadata = definition.get("metadata") or {}
+    unsupported = set(definition) - {"apiVersion", "kind", "metadata"} or set(metadata) - {"name", "labels"}
+    if unsupported:
+        module.fail_json(msg="fake cluster: only metadata.labels patches are implemented, got %s" % sorted(unsupported))
+    state = fake_cluster.load(module)
+    node = state["nodes"].get(metadata.get("name"))
+    if node is None:
+        # kubernetes.core: "patched" skips a missing object without an error.
+        module.exit_json(changed=False, result={}, method="patch")
+    before = copy.deepcopy(node.get("labels") or {})
+    after = dict(before)
+    for key, value in (metadata.get("labels") or {}).items():
+        if value is None:  # a JSON merge patch removes keys set to null
+            after.pop(key, None)
+        else:
+            after[key] = value
+    changed = after != before
+    if changed and not module.check_mode:
+        node["labels"] = after
+        fake_cluster.save(state)
+    result = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": metadata["name"], "labels": after}}
+    module.exit_json(changed=changed, method="patch", result=result,
+                     diff={"before": {"metadata": {"labels": before}}, "after": {"metadata": {"labels": after}}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The gpu_device_plugin role, run by ansible-playbook against a fake cluster.
+
+tests/stubs/ansible_collections/kubernetes/core shadows kubernetes.core (helm,
+helm_repository, k8s, k8s_info) with modules that keep a fake cluster in a JSON file and log
+their arguments, so these tests see exactly what the role would apply to a real cluster.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+
+EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
+STUBS = os.path.join(REPO, "tests", "stubs")
+PLAYBOOK = os.path.join(STUBS, "gpu_device_plugin_playbook.yml")
+RECAP_RE = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def _ansible_playbook():
+    local = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    return local if os.path.exists(local) else shutil.which("ansible-playbook")
+
+
+pytestmark = pytest.mark.skipif(_ansible_playbook() is None, reason="ansible-playbook is not installed")
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    from gpuprov.cli import use_collection
+    from gpuprov.planning import plan_inventory
+
+    use_collection()
+    return plan_inventory([EXAMPLES]).result
+
+
+class FakeCluster:
+    def __init__(self, tmp_path, fleet, nodes=None):
+        self.tmp_path = tmp_path
+        self.state_path = tmp_path / "cluster.json"
+        self.log_path = tmp_path / "calls.jsonl"
+        self.vars_path = tmp_path / "plan.json"
+        nodes = sorted(fleet["nodes"]) if nodes is None else nodes
+        # An unrelated label must survive the merge patch.
+        self.state_path.write_text(json.dumps({"nodes": dict(
+            (n, {"labels": {"kubernetes.io/hostname": n}}) for n in nodes)}))
+        self.set_plan(fleet)
+
+    def set_plan(self, fleet):
+        self.vars_path.write_text(json.dumps({"gpu_device_plugin_plans": fleet["nodes"],
+                                              "gpu_device_plugin_configs": fleet["device_plugin_configs"]}))
+
+    def run(self, *extra, check=False):
+        if self.log_path.exists():
+            self.log_path.unlink()
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([STUBS, os.path.join(REPO, "collections")]),
+                   GPUPROV_FAKE_K8S_STATE=str(self.state_path), GPUPROV_FAKE_CALL_LOG=str(self.log_path),
+                   ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(self.tmp_path / "ansible-tmp"))
+        argv = [_ansible_playbook(), "-i", EXAMPLES, PLAYBOOK, "-e", "@%s" % self.vars_path]
+        if check:
+            argv += ["--check", "--diff"]
+        proc = subprocess.run(argv + list(extra), cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        recap = dict((m.group(1), {"ok": int(m.group(2)), "changed": int(m.group(3)), "failed": int(m.group(5))})
+                     for m in RECAP_RE.finditer(proc.stdout))
+        return proc, recap
+
+    def calls(self, tool=None):
+        if not self.log_path.exists():
+            return []
+        calls = [json.loads(line) for line in self.log_path.read_text().splitlines()]
+        return [c for c in calls if tool is None or c["tool"] == "kubernetes.core." + tool]
+
+    def state(self):
+        return json.loads(self.state_path.read_text())
+
+
+def _release(calls, chart_name):
+    matching = [c["params"] for c in calls if c["params"]["chart_ref"].endswith("/" + chart_name)]
+    assert len(matching) == 1, matching
+    return matching[0]
+
+
+def test_check_mode_reports_what_it_would_apply_and_changes_nothing(tmp_path, fleet):
+    fake = FakeCluster(tmp_path, fleet)
+    before = fake.state()
+    proc, recap = fake.run(check=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = fake.state()
+    # The cluster is untouched; only the controller's Helm repository list gained the chart
+    # repository, which kubernetes.core.helm needs to read the chart even in check mode.
+    assert after.pop("repositories") == {"nvdp": "https://nvidia.github.io/k8s-device-plugin"}
+    assert after["nodes"] == before["nodes"] and not after["releases"] and not after["daemonsets"]
+    calls = fake.calls()
+    assert calls and all(c["check_mode"] for c in calls if c["tool"] != "kubernetes.core.helm_repository")
+    # Only the first host of the group runs it, and only once.
+    assert recap["gpu-a100-01"]["changed"] > 0
+    assert all(r["changed"] == 0 and r["failed"] == 0 for h, r in recap.items() if h != "gpu-a100-01")
+
+    # Labels: every planned node, exactly its plan's labels, before any Helm release.
+    patches = [c["params"] for c in fake.calls("k8s")]
+    assert all(p["state"] == "patched" and p["merge_type"] == ["merge"] for p in patches)
+    applied = dict((p["definition"]["metadata"]["name"], p["definition"]["metadata"]["labels"]) for p in patches)
+    assert applied == dict((h, plan["labels"]) for h, plan in fleet["nodes"].items())
+    tools = [c["tool"] for c in calls]
+    assert max(i for i, t in enumerate(tools) if t.endswith(".k8s")) < tools.index("kubernetes.core.helm")
+
+    helm = fake.calls("helm")
+    nfd = _release(helm, "node-feature-discovery")
+    assert nfd["chart_ref"] == "oci://registry.k8s.io/nfd/charts/node-feature-discovery"
+    assert nfd["chart_version"] == "0.19.0"
+    assert nfd["release_values"]["worker"]["config"]["sources"]["pci"]["deviceLabelFields"] == ["vendor"]
+    assert nfd["release_values"]["master"]["config"]["extraLabelNs"] == ["nvidia.com"]
+
+    plugin = _release(helm, "nvidia-device-plugin")
+    assert (plugin["chart_ref"], plugin["chart_version"]) == ("nvdp/nvidia-device-plugin", "0.20.0")
+    assert plugin["release_namespace"] == "nvidia-device-plugin" and plugin["create_namespace"] is True
+    values = plugin["release_values"]
+    assert values["gfd"] == {"enabled": True} and values["nfd"] == {"enabled": False}
+    assert values["config"]["default"] == "exclusive"
+    # One key per distinct node config (plus the default), each the plan's config as YAML.
+    configs = dict((name, yaml.safe_load(text)) for name, text in values["config"]["map"].items())
+    assert set(configs) == set(fleet["device_plugin_configs"]) | {"exclusive"}
+    for host, plan in fleet["nodes"].items():
+        assert configs[plan["device_plugin"]["config_name"]] == plan["device_plugin"]["config"], host
+    for name, config in configs.items():
+        assert device_plugin_schema.problems(config) == [], name
+    # The example nodes run the static CPU manager.
+    assert values["compatWithCPUManager"] is True
+    repos = [c["params"] for c in fake.calls("helm_repository")]
+    assert [(r["repo_name"], r["repo_url"]) for r in repos] == [("nvdp", "https://nvidia.github.io/k8s-device-plugin")]
+    # The rollout handler does not wait in check mode.
+    assert not [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
+
+
+def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, fleet):
+    fake = FakeCluster(tmp_path, fleet)
+    proc, recap = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = fake.state()
+    for host, plan in fleet["nodes"].items():
+        assert state["nodes"][host]["labels"] == dict(plan["labels"], **{"kubernetes.io/hostname": host})
+    release = state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]
+    assert release["version"] == "0.20.0" and release["revision"] == 1
+    assert "node-feature-discovery/node-feature-discovery" in state["releases"]
+    daemonset = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]
+    first_hash = daemonset["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION]
+    waits = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
+    assert [(w["params"]["name"], w["params"]["wait"]) for w in waits] == [("nvidia-device-plugin", True)]
+
+    # Nothing to do: nothing changes, nothing restarts.
+    proc, recap = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(r["changed"] == 0 for r in recap.values()), recap
+    assert fake.state()["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["revision"] == 1
+    assert not [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
+
+    # T4 nodes move from 4 to 8 time-slicing replicas: new config, new labels, the plugin rolls.
+    changed = json.loads(json.dumps(fleet))
+    ts8 = {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
+        "renameByDefault": False, "failRequestsGreaterThanOne": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 8}]}}}
+    del changed["device_plugin_configs"]["ts-4"]
+    changed["device_plugin_configs"]["ts-8"] = ts8
+    for host, plan in changed["nodes"].items():
+        if plan["device_plugin"]["config_name"] == "ts-4":
+            plan["device_plugin"] = {"config_name": "ts-8", "config": ts8}
+            plan["labels"] = {cluster.CONFIG_LABEL: "ts-8"}
+    fake.set_plan(changed)
+    proc, recap = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = fake.state()
+    assert state["nodes"]["gpu-t4-01"]["labels"][cluster.CONFIG_LABEL] == "ts-8"
+    assert state["nodes"]["gpu-a100-01"]["labels"][cluster.CONFIG_LABEL] == "mig-mixed"
+    release = state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]
+    assert release["revision"] == 2 and "ts-8" in release["values"]["config"]["map"]
+    assert "ts-4" not in release["values"]["config"]["map"]
+    new_hash = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]["podAnnotations"][
+        cluster.CONFIG_HASH_ANNOTATION]
+    assert new_hash != first_hash
+    assert [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
+    # NFD's values did not change, so its release is left alone.
+    assert state["releases"]["node-feature-discovery/node-feature-discovery"]["revision"] == 1
+
+
+def test_a_planned_node_missing_from_the_cluster_stops_before_any_change(tmp_path, fleet):
+    nodes = [n for n in sorted(fleet["nodes"]) if n != "gpu-t4-04"]
+    fake = FakeCluster(tmp_path, fleet, nodes=nodes)
+    before = fake.state_path.read_text()
+    proc, recap = fake.run()
+    assert proc.returncode != 0
+    assert "gpu-t4-04 are not in the cluster" in proc.stdout
+    assert "gpu_device_plugin_node_names" in proc.stdout
+    assert fake.state_path.read_text() == before
+    assert fake.calls("k8s") == [] and fake.calls("helm") == []
+
+
+def test_a_plan_the_plugin_would_reject_fails_before_the_cluster_is_touched(tmp_path, fleet):
+    broken = json.loads(json.dumps(fleet))
+    broken["device_plugin_configs"]["ts-4"]["sharing"]["timeSlicing"]["resources"][0]["replicas"] = 1
+    for plan in broken["nodes"].values():
+        if plan["device_plugin"]["config_name"] == "ts-4":
+            plan["device_plugin"]["config"] = broken["device_plugin_configs"]["ts-4"]
+    fake = FakeCluster(tmp_path, broken)
+    proc, _ = fake.run()
+    assert proc.returncode != 0
+    assert "device-plugin config ts-4: sharing.timeSlicing.resources[0].replicas: must be >= 2" in proc.stdout
+    assert fake.calls() == []
+
+
+def test_mirrors_and_node_names(tmp_path, fleet):
+    """Air-gapped: charts and images from a mirror; one inventory host has another node name."""
+    nodes = [n if n != "gpu-t4-01" else "gpu-t4-01.cluster.local" for n in sorted(fleet["nodes"])]
+    fake = FakeCluster(tmp_path, fleet, nodes=nodes)
+    extra = {
+        "gpu_device_plugin_chart_repo_url": "oci://mirror.example.com/charts/nvidia",
+        "gpu_device_plugin_image_repository": "mirror.example.com/nvidia/k8s-device-plugin",
+        "gpu_device_plugin_image_tag": "v0.20.0",
+        "gpu_device_plugin_image_pull_secrets": ["mirror-pull"],
+        "gpu_device_plugin_nfd_chart_repo_url": "https://mirror.example.com/charts/nfd",
+        "gpu_device_plugin_nfd_image_repository": "mirror.example.com/nfd/node-feature-discovery",
+        "gpu_device_plugin_node_names": {"gpu-t4-01": "gpu-t4-01.cluster.local"},
+        "gpu_device_plugin_kubeconfig": "/etc/gpuprov/admin.conf",
+        "gpu_device_plugin_kube_context": "gpu-cluster",
+        "gpu_device_plugin_namespace": "gpu-system",
+    }
+    extra_path = tmp_path / "extra.json"
+    extra_path.write_text(json.dumps(extra))
+    proc, _ = fake.run("-e", "@%s" % extra_path, check=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    repos = [(c["params"]["repo_name"], c["params"]["repo_url"]) for c in fake.calls("helm_repository")]
+    assert repos == [("nfd", "https://mirror.example.com/charts/nfd")]  # the OCI mirror needs no entry
+    helm = fake.calls("helm")
+    nfd = _release(helm, "node-feature-discovery")
+    assert nfd["chart_ref"] == "nfd/node-feature-discovery"
+    assert nfd["release_values"]["image"] == {"repository": "mirror.example.com/nfd/node-feature-discovery"}
+    assert nfd["release_values"]["imagePullSecrets"] == [{"name": "mirror-pull"}]
+    plugin = _release(helm, "nvidia-device-plugin")
+    assert plugin["chart_ref"] == "oci://mirror.example.com/charts/nvidia/nvidia-device-plugin"
+    assert plugin["release_namespace"] == "gpu-system"
+    assert plugin["release_values"]["image"] == {"repository": "mirror.example.com/nvidia/k8s-device-plugin",
+                                                 "tag": "v0.20.0"}
+    for call in fake.calls("helm") + fake.calls("k8s") + fake.calls("k8s_info"):
+        assert (call["params"]["kubeconfig"], call["params"]["context"]) == ("/etc/gpuprov/admin.conf", "gpu-cluster")
+    names = [c["params"]["definition"]["metadata"]["name"] for c in fake.calls("k8s")]
+    assert "gpu-t4-01.cluster.local" in names and "gpu-t4-01" not in names
+
+
+def test_stub_options_exist_in_the_real_kubernetes_core():
+    """The stubs accept only options the real modules document, so a task they accept is one
+    the real collection accepts too."""
+    from ansible.plugins.loader import fragment_loader
+    from ansible.utils.plugin_docs import get_docstring
+
+    real = None
+    for entry in sys.path:
+        candidate = os.path.join(entry, "ansible_collections", "kubernetes", "core", "plugins", "modules")
+        if os.path.isdir(candidate) and not candidate.startswith(STUBS):
+            real = candidate
+            break
+    if real is None:
+        pytest.skip("kubernetes.core (the ansible package) is not installed")
+    stub_dir = os.path.join(STUBS, "ansible_collections", "kubernetes", "core", "plugins", "modules")
+    for module in ("helm", "helm_repository", "k8s", "k8s_info"):
+        doc = get_docstring(os.path.join(real, module + ".py"), fragment_loader, collection_name="kubernetes.core")[0]
+        documented = set(doc["options"])
+        for spec in doc["options"].values():
+            documented.update(spec.get("aliases") or [])
+        source = open(os.path.join(stub_dir, module + ".py")).read()
+        accepted = set(re.findall(r"^\s{12}(\w+)=dict\(", source, re.M)) | {
+            "kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert"}
+        assert accepted - documented == set(), (module, accepted - documented)
