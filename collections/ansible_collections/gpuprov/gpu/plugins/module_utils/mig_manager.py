@@ -153,7 +153,7 @@ def parse_counts(counts, where):
     """{profile: count} with counts as non-negative integers (zero counts dropped)."""
     result = {}
     for name, count in (counts or {}).items():
-        if isinstance(count, bool) or not (isinstance(count, int) or str(count).strip().isdigit()):
+        if isinstance(count, bool) or not (isinstance(count, int) or str(count).strip().isdigit()) or int(count) < 0:
             raise MigError("%s: the count of %s must be a non-negative integer, got %r" % (where, name, count))
         if int(count):
             result[str(name)] = int(count)

@@ -202,7 +202,7 @@ gpus:
       description: Instances after the task (as read back from the GPU; planned in check mode).
       type: list
       elements: dict
-skipped:
+skipped_gpus:
   description: GPUs left alone under O(gpus=all) because they do not support MIG.
   returned: always
   type: list
@@ -290,6 +290,13 @@ class MigLayoutManager:
                 else:
                     self.results.append(apply_layout(nvml, plan))
 
+    def changed_before_failure(self):
+        done = [r for r in self.results if r["changed"]]
+        if not done or self.module.check_mode:
+            return ""
+        return " Already changed by this task, and left in their new layout: %s." % "; ".join(
+            "GPU %d (%s): %s" % (r["index"], r["name"], _rows_text(r["after"])) for r in done)
+
     def diff(self):
         before, after = [], []
         for res in self.results:
@@ -323,13 +330,15 @@ def main():
         module.fail_json(msg="No usable NVML on this node: %s" % exc, error=exc.as_dict())
     except MigError as exc:
         failed = dict(exc.details, index=exc.gpu) if exc.gpu is not None else None
-        module.fail_json(msg=str(exc), gpus=manager.results, skipped=manager.skipped, failed_gpu=failed,
+        module.fail_json(msg=str(exc) + manager.changed_before_failure(), gpus=manager.results,
+                         skipped_gpus=manager.skipped, failed_gpu=failed,
                          changed=any(r["changed"] for r in manager.results))
     except NvmlError as exc:
-        module.fail_json(msg=str(exc), gpus=manager.results, skipped=manager.skipped, error=exc.as_dict(),
+        module.fail_json(msg=str(exc) + manager.changed_before_failure(), gpus=manager.results,
+                         skipped_gpus=manager.skipped, error=exc.as_dict(),
                          changed=any(r["changed"] for r in manager.results))
     result = dict(changed=any(r["changed"] for r in manager.results), gpus=manager.results,
-                  skipped=manager.skipped)
+                  skipped_gpus=manager.skipped)
     if module._diff:
         result["diff"] = manager.diff()
     module.exit_json(**result)

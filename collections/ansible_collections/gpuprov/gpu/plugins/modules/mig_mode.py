@@ -48,7 +48,7 @@ options:
   gpus:
     description:
       - GPU indices to change, or V(all).
-      - V(all) skips GPUs without MIG support (reported in RV(skipped)), as mig-parted does
+      - V(all) skips GPUs without MIG support (reported in RV(skipped_gpus)), as mig-parted does
         for C(devices) V(all); naming such a GPU by index is an error.
     type: list
     elements: str
@@ -135,7 +135,7 @@ gpus:
       description: Compute processes found on the GPU.
       type: list
       elements: dict
-skipped:
+skipped_gpus:
   description: GPUs left alone under O(gpus=all) because they do not support MIG.
   returned: always
   type: list
@@ -262,12 +262,12 @@ def main():
     except NvmlUnavailable as exc:
         module.fail_json(msg="No usable NVML on this node: %s" % exc, error=exc.as_dict())
     except (MigError, NvmlError) as exc:
-        module.fail_json(msg=str(exc), gpus=manager.results, skipped=manager.skipped,
+        module.fail_json(msg=str(exc), gpus=manager.results, skipped_gpus=manager.skipped,
                          changed=any(r["changed"] for r in manager.results))
     result = dict(
         changed=any(r["changed"] for r in manager.results),
         gpus=manager.results,
-        skipped=manager.skipped,
+        skipped_gpus=manager.skipped,
         reset_required=any(r["reset_required"] for r in manager.results),
     )
     if module._diff:

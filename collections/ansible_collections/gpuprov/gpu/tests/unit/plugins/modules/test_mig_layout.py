@@ -215,7 +215,7 @@ def test_gpu_without_mig(fake_node, run_module):
     assert named.failed and "GPU 1 (Tesla T4, 00000000:17:00.0) does not support MIG" in named["msg"]
     everything = run_module(mig_layout.main, {"layout": {"7g.80gb": 1}})
     assert not everything.failed
-    assert everything["skipped"] == [{"index": 1, "name": "Tesla T4", "reason": "no MIG support"}]
+    assert everything["skipped_gpus"] == [{"index": 1, "name": "Tesla T4", "reason": "no MIG support"}]
     assert fake_node.layout(0) == [("7g.80gb", 0)]
 
 
@@ -244,3 +244,17 @@ def test_devices_and_gpus_are_mutually_exclusive(fake_node, run_module):
     _mig_node(fake_node)
     result = run_module(mig_layout.main, {"gpus": ["0"], "devices": [{"index": 0, "mig_devices": {}}]})
     assert result.failed and "mutually exclusive" in result["msg"]
+
+
+def test_failure_on_a_later_gpu_reports_the_earlier_ones(fake_node, run_module):
+    state = _mig_node(fake_node, gpus=[("H100-80GB", 2)], layouts={0: [("7g.80gb", 0)], 1: [("7g.80gb", 0)]})
+    state["gpus"][1]["fail_create_after"] = 0
+    fake_node.save(state)
+    result = run_module(mig_layout.main, {"layout": {"3g.40gb": 2}})
+    assert result.failed and result["changed"] is True
+    assert result["msg"].startswith("GPU 1 (NVIDIA H100 80GB HBM3, 00000000:17:00.0): creating 3g.40gb at slice 0 failed")
+    assert "Rolled back: the GPU holds its previous layout again (7g.80gb@0)." in result["msg"]
+    assert result["msg"].endswith("Already changed by this task, and left in their new layout: "
+                                  "GPU 0 (NVIDIA H100 80GB HBM3): 3g.40gb@0 3g.40gb@4.")
+    assert fake_node.layout(0) == [("3g.40gb", 0), ("3g.40gb", 4)]
+    assert fake_node.layout(1) == [("7g.80gb", 0)]

@@ -123,7 +123,7 @@ def test_all_skips_gpus_without_mig(fake_node, run_module):
     result = run_module(mig_mode.main, {"state": "enabled", "gpus": ["all"]})
     assert not result.failed
     assert [g["index"] for g in result["gpus"]] == [0]
-    assert result["skipped"] == [{"index": 1, "name": "Tesla T4", "reason": "no MIG support"}]
+    assert result["skipped_gpus"] == [{"index": 1, "name": "Tesla T4", "reason": "no MIG support"}]
 
 
 def test_naming_a_gpu_without_mig_fails(fake_node, run_module):
