@@ -1,0 +1,315 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kubelet_config
+short_description: Set the kubelet's CPU, Topology and Memory Manager settings
+version_added: "0.1.0"
+description:
+  - Edits the KubeletConfiguration file (C(kubelet.config.k8s.io/v1beta1)) that the kubelet
+    reads with C(--config), setting only the CPU Manager, Topology Manager, Memory Manager and
+    CPU reservation keys given, and leaving every other key, its order and its quoting as it
+    was.
+  - Options left unset (null) are not managed. An empty value removes the key from the file
+    (V({}) for the option maps, V([]) for O(reserved_memory), an empty string for
+    O(reserved_system_cpus), O(kube_reserved_cpu) and O(system_reserved_cpu)).
+  - Validates the config as the kubelet will see it after the change and fails, naming each
+    field, when the kubelet would refuse to start. Checks enum values, known policy option
+    names and their value types, that C(cpuManagerPolicy=static) has CPUs reserved
+    (C(reservedSystemCPUs) or C(kubeReserved.cpu) + C(systemReserved.cpu) above zero), that
+    C(reservedSystemCPUs) names CPUs online on this node, and that with
+    C(memoryManagerPolicy=Static) the C(reservedMemory) sum over NUMA nodes equals
+    C(kubeReserved.memory) + C(systemReserved.memory) + C(evictionHard) C(memory.available)
+    (100Mi when unset).
+  - Reports whether the kubelet's C(cpu_manager_state) or C(memory_manager_state) checkpoint
+    must be deleted before the kubelet restarts. That is needed whenever the effective
+    C(cpuManagerPolicy) (default C(none)) or C(memoryManagerPolicy) (default C(None)) changes;
+    the kubelet otherwise crash-loops. This module does not restart the kubelet or touch the
+    checkpoints; the P(gpuprov.gpu.kubelet_topology#role) role does, draining the node first.
+  - The file is written atomically (temporary file in the same directory, fsync, rename) with
+    its mode and owner kept, and only when a managed value changes.
+  - PyYAML drops comments, so a rewritten file loses the comments it had; O(backup) keeps the
+    previous file. A file in kubeadm's layout otherwise keeps every unmanaged line byte for
+    byte; other layouts are normalised to two-space indentation.
+author: gpuprov maintainers (@gpuprov)
+requirements:
+  - PyYAML
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    support: full
+    platforms: posix
+options:
+  path:
+    description:
+      - The kubelet config file. It must exist; this module does not create a config from
+        nothing.
+    type: path
+    default: /var/lib/kubelet/config.yaml
+  cpu_manager_policy:
+    description: C(cpuManagerPolicy). V(static) gives Guaranteed pods with integer CPU
+      requests exclusive CPUs.
+    type: str
+    choices: [none, static]
+  cpu_manager_policy_options:
+    description:
+      - C(cpuManagerPolicyOptions), option name to value. Booleans are written as the
+        strings V("true") / V("false") the kubelet expects.
+      - Known options are V(full-pcpus-only), V(distribute-cpus-across-numa),
+        V(strict-cpu-reservation), V(prefer-align-cpus-by-uncorecache), V(align-by-socket)
+        and V(distribute-cpus-across-cores); all take booleans and need
+        O(cpu_manager_policy=static).
+    type: dict
+  cpu_manager_reconcile_period:
+    description: C(cpuManagerReconcilePeriod), a Go duration such as V(10s).
+    type: str
+  topology_manager_policy:
+    description: C(topologyManagerPolicy).
+    type: str
+    choices: [none, best-effort, restricted, single-numa-node]
+  topology_manager_scope:
+    description: C(topologyManagerScope).
+    type: str
+    choices: [container, pod]
+  topology_manager_policy_options:
+    description:
+      - C(topologyManagerPolicyOptions). Known options are V(prefer-closest-numa-nodes)
+        (boolean), V(max-allowable-numa-nodes) (integer above 8) and
+        V(numa-allocation-strategy) (string, alpha).
+    type: dict
+  reserved_system_cpus:
+    description:
+      - C(reservedSystemCPUs), a cpuset such as V(0-1,32-33); each CPU must be online on the
+        node. A CPU listed twice is an error.
+      - V(auto) reserves the first physical core, with all its hyperthreads, of every NUMA node
+        that has more than one core, so no NUMA node loses all its CPUs and the reservation
+        stays whole cores. The CPUs are read from sysfs under O(sysfs_root); the result is
+        returned as RV(reserved_system_cpus).
+    type: str
+  kube_reserved_cpu:
+    description: C(kubeReserved.cpu), a quantity such as V(500m). Other C(kubeReserved) keys
+      are left alone.
+    type: str
+  system_reserved_cpu:
+    description: C(systemReserved.cpu), a quantity such as V(1). Other C(systemReserved) keys
+      are left alone.
+    type: str
+  memory_manager_policy:
+    description: C(memoryManagerPolicy). V(Static) needs O(reserved_memory).
+    type: str
+    choices: [None, Static]
+  reserved_memory:
+    description: C(reservedMemory), the memory reserved per NUMA node.
+    type: list
+    elements: dict
+    suboptions:
+      numa_node:
+        description: NUMA node number; it must exist on the node.
+        type: int
+        required: true
+      limits:
+        description: Resource name to quantity, for example V({memory: 1Gi, hugepages-1Gi: 0}).
+        type: dict
+        required: true
+  backup:
+    description:
+      - Copy the previous file to C(<path>.<pid>.<timestamp>~) before writing. The
+        P(gpuprov.gpu.kubelet_topology#role) role restores from it when the kubelet does not
+        come back.
+    type: bool
+    default: true
+  sysfs_root:
+    description:
+      - Where sysfs is mounted. The CPU and NUMA topology is read from
+        C(<sysfs_root>/devices/system/cpu) and C(<sysfs_root>/devices/system/node). Tests
+        point it at a fake tree; on a node leave the default.
+    type: path
+    default: /sys
+notes:
+  - Restart the kubelet after a change, and delete the checkpoints this module reports first
+    (drain, stop kubelet, delete, start), as the Kubernetes CPU management docs describe.
+seealso:
+  - name: Control CPU Management Policies on the Node
+    description: The CPU Manager, its policies and the state-file reset.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/cpu-management-policies/
+  - name: Control Topology Management Policies on a node
+    description: Topology Manager policies, scope and options.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/topology-manager/
+"""
+
+EXAMPLES = r"""
+- name: NUMA-aligned kubelet with one core per NUMA node reserved
+  gpuprov.gpu.kubelet_config:
+    cpu_manager_policy: static
+    cpu_manager_policy_options:
+      full-pcpus-only: true
+    topology_manager_policy: single-numa-node
+    topology_manager_scope: pod
+    reserved_system_cpus: auto
+  register: kubelet_change
+
+- name: Static Memory Manager; 256Mi + 512Mi reserved + 100Mi eviction = 868Mi over 2 nodes
+  gpuprov.gpu.kubelet_config:
+    memory_manager_policy: Static
+    reserved_memory:
+      - numa_node: 0
+        limits:
+          memory: 434Mi
+      - numa_node: 1
+        limits:
+          memory: 434Mi
+
+- name: Back to the default CPU Manager, dropping the options and the CPU reservation
+  gpuprov.gpu.kubelet_config:
+    path: /etc/kubernetes/kubelet-config.yaml
+    cpu_manager_policy: none
+    cpu_manager_policy_options: {}
+    reserved_system_cpus: ""
+"""
+
+RETURN = r"""
+changed_keys:
+  description: The config keys this run set or removed, as dotted paths.
+  returned: always
+  type: list
+  elements: str
+  sample: [cpuManagerPolicy, reservedSystemCPUs, kubeReserved.cpu]
+backup_file:
+  description: The copy of the previous file; absent when nothing was written or O(backup=false).
+  returned: changed and not check mode and backup
+  type: str
+  sample: /var/lib/kubelet/config.yaml.4242.2026-01-30@10:02:11~
+cpu_manager_state_reset_required:
+  description: The effective cpuManagerPolicy changes, so C(cpu_manager_state) in the kubelet's
+    root directory must be deleted while the kubelet is stopped.
+  returned: always
+  type: bool
+  sample: true
+memory_manager_state_reset_required:
+  description: The effective memoryManagerPolicy changes, so C(memory_manager_state) must be
+    deleted while the kubelet is stopped.
+  returned: always
+  type: bool
+  sample: false
+reserved_system_cpus:
+  description: C(reservedSystemCPUs) after the change (V(auto) resolved to CPUs); null when the
+    file has none.
+  returned: always
+  type: str
+  sample: "0,4,8,12"
+errors:
+  description: One line per invalid field, when the config would be rejected.
+  returned: failure
+  type: list
+  elements: str
+  sample: ["reservedSystemCPUs: CPUs 64-65 do not exist (or are offline) on this node; online CPUs are 0-63"]
+diff:
+  description: The file before and after, when run with C(--diff).
+  returned: changed and diff mode
+  type: dict
+  contains:
+    before:
+      description: Previous file content.
+      type: str
+    after:
+      description: New file content.
+      type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
+    CPU_MANAGER_POLICIES,
+    DEFAULT_CONFIG_PATH,
+    HAS_YAML,
+    KubeletConfigError,
+    KubeletSettings,
+    MEMORY_MANAGER_POLICIES,
+    TOPOLOGY_MANAGER_POLICIES,
+    TOPOLOGY_MANAGER_SCOPES,
+    YAML_IMPORT_ERROR,
+    plan_change,
+    write_file_atomic,
+)
+
+
+def argument_spec():
+    return dict(
+        path=dict(type="path", default=DEFAULT_CONFIG_PATH),
+        cpu_manager_policy=dict(type="str", choices=list(CPU_MANAGER_POLICIES)),
+        cpu_manager_policy_options=dict(type="dict"),
+        cpu_manager_reconcile_period=dict(type="str"),
+        topology_manager_policy=dict(type="str", choices=list(TOPOLOGY_MANAGER_POLICIES)),
+        topology_manager_scope=dict(type="str", choices=list(TOPOLOGY_MANAGER_SCOPES)),
+        topology_manager_policy_options=dict(type="dict"),
+        reserved_system_cpus=dict(type="str"),
+        kube_reserved_cpu=dict(type="str"),
+        system_reserved_cpu=dict(type="str"),
+        memory_manager_policy=dict(type="str", choices=list(MEMORY_MANAGER_POLICIES)),
+        reserved_memory=dict(
+            type="list", elements="dict",
+            options=dict(
+                numa_node=dict(type="int", required=True),
+                limits=dict(type="dict", required=True),
+            ),
+        ),
+        backup=dict(type="bool", default=True),
+        sysfs_root=dict(type="path", default="/sys"),
+    )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR)
+
+    path = module.params["path"]
+    if os.path.isdir(path):
+        module.fail_json(msg="path %s is a directory; give the kubelet config file (the "
+                             "kubelet's --config argument)" % path)
+
+    settings = KubeletSettings.from_params(module.params)
+    try:
+        plan = plan_change(path, settings, sysfs_root=module.params["sysfs_root"])
+    except KubeletConfigError as exc:
+        module.fail_json(msg=str(exc), errors=exc.errors)
+
+    result = dict(
+        changed=plan.changed,
+        changed_keys=plan.changed_keys,
+        cpu_manager_state_reset_required=plan.cpu_manager_state_reset_required,
+        memory_manager_state_reset_required=plan.memory_manager_state_reset_required,
+        reserved_system_cpus=plan.reserved_system_cpus,
+    )
+    if plan.changed and module._diff:
+        result["diff"] = dict(before=plan.before, after=plan.after,
+                              before_header=path, after_header=path)
+
+    if plan.changed and not module.check_mode:
+        try:
+            backup_file = write_file_atomic(path, plan.after, backup=module.params["backup"])
+        except (IOError, OSError) as exc:
+            module.fail_json(
+                msg="could not write kubelet config %s: %s; the file is unchanged" % (
+                    path, exc.strerror or exc),
+                **dict((k, v) for k, v in result.items() if k != "changed"))
+        if backup_file:
+            result["backup_file"] = backup_file
+
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
