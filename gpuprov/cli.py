@@ -16,6 +16,7 @@ COMMANDS = {
     "baseline": "gpuprov.cmd_baseline:baseline",
     "catalog": "gpuprov.cmd_catalog:catalog",
     "diagnose": "gpuprov.cmd_diagnose:diagnose",
+    "export": "gpuprov.cmd_export:export",
     "fit": "gpuprov.cmd_fit:fit",
     "plan": "gpuprov.cmd_plan:plan",
 }

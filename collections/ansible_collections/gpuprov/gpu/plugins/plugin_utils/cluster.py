@@ -354,7 +354,7 @@ def mig_parted_entries(plan):
             }))
     if not groups:
         return None
-    return [entry for _, entry in groups]
+    return [group[1] for group in groups]
 
 
 def mig_parted_config_name(plan, entries):

@@ -238,8 +238,7 @@ def _errors(value, schema, path, root):
                 yield "%s: missing required key %s" % (where, key)
         for key in value:
             if key in properties:
-                for error in _errors(value[key], properties[key], path + [key], root):
-                    yield error
+                yield from _errors(value[key], properties[key], path + [key], root)
             elif schema.get("additionalProperties", True) is False:
                 yield "%s: unknown key %r; allowed: %s" % (where, key, ", ".join(sorted(properties)))
     elif kind == "array":
@@ -251,8 +250,7 @@ def _errors(value, schema, path, root):
             yield "%s: items must be unique" % where
         if "items" in schema:
             for index, item in enumerate(value):
-                for error in _errors(item, schema["items"], path + [index], root):
-                    yield error
+                yield from _errors(item, schema["items"], path + [index], root)
     elif kind == "integer":
         if "minimum" in schema and value < schema["minimum"]:
             yield "%s: must be >= %d, got %d" % (where, schema["minimum"], value)

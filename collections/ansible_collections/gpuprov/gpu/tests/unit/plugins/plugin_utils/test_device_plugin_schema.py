@@ -137,7 +137,7 @@ INVALID = {
 }
 
 
-@pytest.mark.parametrize("name,config", RENDERED, ids=[n for n, _ in RENDERED])
+@pytest.mark.parametrize("name,config", RENDERED, ids=[r[0] for r in RENDERED])
 def test_every_rendered_config_is_valid(name, config):
     assert problems(config) == []
     check(name, config)
@@ -179,7 +179,7 @@ class TestAgreesWithJsonSchema:
     def test_schema_is_a_valid_json_schema(self):
         self._validator()
 
-    @pytest.mark.parametrize("name,config", RENDERED + [("full", FULL)], ids=[n for n, _ in RENDERED] + ["full"])
+    @pytest.mark.parametrize("name,config", RENDERED + [("full", FULL)], ids=[r[0] for r in RENDERED] + ["full"])
     def test_accepts_the_same(self, name, config):
         assert list(self._validator().iter_errors(config)) == []
 
@@ -217,5 +217,5 @@ def test_semantic_problems_the_plugin_rejects(config, expected):
 
 
 def test_mps_without_mig_is_fine():
-    _, config = device_plugin.render("mps", 8, mps_provider="device-plugin")
+    config = device_plugin.render("mps", 8, mps_provider="device-plugin")[1]
     assert semantic_problems(config) == []

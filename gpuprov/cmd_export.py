@@ -1,0 +1,192 @@
+"""`gpuprov export`: the fleet plan as files other tools read.
+
+Every kind renders through the collection's plugin_utils/cluster.py, the same code the
+gpu_device_plugin role applies with, so an export and a role run never disagree.
+"""
+import os
+import tempfile
+
+import click
+
+from gpuprov import render
+from gpuprov.cmd_plan import inventory_option, limit_option, load_plans
+from gpuprov.errors import EXIT_FAILED, fail_bad_input
+
+KINDS = ("device-plugin", "mig-parted", "helm-values")
+
+
+class ExportFile:
+    """One output file: a name, its text, and whether it belongs on stdout too."""
+
+    def __init__(self, name, text, executable=False, stdout=True):
+        self.name = name
+        self.text = text
+        self.executable = executable
+        self.stdout = stdout
+
+
+def _yaml_file(name, comment_lines, documents):
+    header = "".join("# %s\n" % line for line in comment_lines)
+    body = "---\n".join(render.to_yaml(doc) for doc in documents)
+    return ExportFile(name, header + body)
+
+
+def _device_plugin_files(cluster, fleet, namespace, default_config):
+    nodes, configs = fleet.result["nodes"], fleet.result["device_plugin_configs"]
+    configmap = cluster.device_plugin_configmap(nodes, configs, default_config=default_config,
+                                                namespace=namespace or cluster.DEVICE_PLUGIN_NAMESPACE)
+    patches = cluster.node_label_patches(nodes)
+    name = configmap["metadata"]["name"]
+    return [
+        _yaml_file("device-plugin-configmap.yaml", [
+            "NVIDIA device-plugin configs, one per distinct node plan (gpuprov export device-plugin).",
+            "nvidia-device-plugin chart: --set config.name=%s --set config.default=%s" % (name, default_config),
+            "GPU Operator: devicePlugin.config.name=%s, devicePlugin.config.default=%s" % (name, default_config),
+            "The plugin does not watch this ConfigMap: restart its DaemonSet after changing it.",
+        ], [configmap]),
+        _yaml_file("node-labels.yaml", [
+            "Each node's device-plugin config label. Apply with",
+            "  kubectl apply --server-side --field-manager=gpuprov -f node-labels.yaml",
+            "(server-side apply owns only these labels) or run label-nodes.sh.",
+        ], patches),
+        ExportFile("label-nodes.sh", cluster.shell_script(
+            cluster.kubectl_label_commands(patches),
+            "Label each node with its device-plugin config (gpuprov export device-plugin)."),
+            executable=True, stdout=False),
+    ]
+
+
+def _mig_parted_files(cluster, fleet, namespace):
+    document, assignment = cluster.mig_parted_export(fleet.result["nodes"])
+    if not assignment:
+        fail_bad_input(["no planned node has MIG-capable GPUs; there is nothing to export for mig-parted"])
+    patches = cluster.mig_config_label_patches(assignment)
+    configmap = cluster.mig_parted_configmap(document, namespace=namespace or cluster.GPU_OPERATOR_NAMESPACE)
+    return [
+        _yaml_file("mig-parted.yaml", [
+            "MIG geometry per node plan, in NVIDIA mig-parted's format (gpuprov export mig-parted).",
+            "nvidia-mig-parted apply -f mig-parted.yaml -c <name>; names are derived from the content.",
+            "mig-parted picks its own placements; gpuprov's planned placements are in `gpuprov plan`.",
+        ], [document]),
+        _yaml_file("mig-parted-configmap.yaml", [
+            "The same config for the GPU Operator's MIG manager:",
+            "  migManager.config.name=%s (key %s)" % (configmap["metadata"]["name"], cluster.MIG_PARTED_CONFIGMAP_KEY),
+        ], [configmap]),
+        _yaml_file("mig-config-labels.yaml", [
+            "Each node's %s label; the MIG manager reconfigures a node when it changes." % cluster.MIG_CONFIG_LABEL,
+            "  kubectl apply --server-side --field-manager=gpuprov -f mig-config-labels.yaml",
+        ], patches),
+        ExportFile("label-mig-config.sh", cluster.shell_script(
+            cluster.kubectl_label_commands(patches),
+            "Select each node's MIG config for the MIG manager (gpuprov export mig-parted)."),
+            executable=True, stdout=False),
+    ]
+
+
+def _helm_values_files(cluster, fleet, namespace, default_config):
+    nodes, configs = fleet.result["nodes"], fleet.result["device_plugin_configs"]
+    namespace = namespace or cluster.DEVICE_PLUGIN_NAMESPACE
+    plugin_values = cluster.device_plugin_values(nodes, configs, default_config=default_config)
+    nfd_ref = cluster.chart_ref(cluster.NFD_CHART_REPO, "nfd", cluster.NFD_CHART_NAME)[0]
+    plugin_ref = cluster.chart_ref(cluster.DEVICE_PLUGIN_CHART_REPO, "nvdp", cluster.DEVICE_PLUGIN_CHART_NAME)[0]
+    nfd_cmd = cluster.helm_command(cluster.NFD_CHART_NAME, nfd_ref, cluster.NFD_CHART_VERSION,
+                                   cluster.NFD_NAMESPACE, "nfd-values.yaml")
+    plugin_cmd = cluster.helm_command(cluster.DEVICE_PLUGIN_CHART_NAME, plugin_ref, cluster.DEVICE_PLUGIN_CHART_VERSION,
+                                      namespace, "nvidia-device-plugin-values.yaml")
+    install = cluster.shell_script([
+        ["helm", "repo", "add", "--force-update", "nvdp", cluster.DEVICE_PLUGIN_CHART_REPO],
+        nfd_cmd,
+        plugin_cmd,
+    ], "Install NFD and the NVIDIA device plugin with these values (gpuprov export helm-values).",
+        preamble=['cd -- "$(dirname -- "$0")"'])
+    return [
+        _yaml_file("nfd-values.yaml", [
+            "node-feature-discovery %s values (gpuprov export helm-values)." % cluster.NFD_CHART_VERSION,
+            "  " + " ".join(nfd_cmd),
+        ], [cluster.nfd_values()]),
+        _yaml_file("nvidia-device-plugin-values.yaml", [
+            "nvidia-device-plugin %s values with the fleet's configs (gpuprov export helm-values)."
+            % cluster.DEVICE_PLUGIN_CHART_VERSION,
+            "  " + " ".join(plugin_cmd),
+            "Label the nodes too: gpuprov export device-plugin writes the labels.",
+        ], [plugin_values]),
+        ExportFile("helm-install.sh", install, executable=True, stdout=False),
+    ]
+
+
+def write_atomically(directory, export_file):
+    """Write one file with a temp file + rename; returns False when the content was already there."""
+    path = os.path.join(directory, export_file.name)
+    mode = 0o755 if export_file.executable else 0o644
+    try:
+        with open(path) as handle:
+            if handle.read() == export_file.text and (os.stat(path).st_mode & 0o777) == mode:
+                return False
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % export_file.name, dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(export_file.text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+@click.command()
+@inventory_option
+@limit_option
+@click.argument("kind", type=click.Choice(KINDS))
+@click.option("-o", "--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write the files into DIR (created if missing). Without it, the YAML files go to stdout "
+                   "as one multi-document stream.")
+@click.option("-n", "--namespace", metavar="NAMESPACE",
+              help="Namespace of the exported ConfigMap [device-plugin, helm-values: nvidia-device-plugin; "
+                   "mig-parted: gpu-operator].")
+@click.option("--default-config", default="exclusive", show_default=True, metavar="NAME",
+              help="The device-plugin config of nodes without a label (config.default).")
+def export(inventory, limit, kind, output_dir, namespace, default_config):
+    """Export the fleet plan for the cluster and for NVIDIA's tools.
+
+    \b
+    KIND:
+      device-plugin  ConfigMap with one named config per distinct node plan,
+                     node label manifests and a kubectl label script
+      mig-parted     mig-parted config (one named config per distinct MIG plan,
+                     per-GPU entries with PCI device filters), a ConfigMap for the
+                     GPU Operator, nvidia.com/mig.config label manifests and script
+      helm-values    values for node-feature-discovery 0.19.0 and
+                     nvidia-device-plugin 0.20.0, and a helm install script
+
+    Exit status: 0 on success; 2 on bad input (every problem listed); 1 when the files
+    cannot be written.
+    """
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+
+    fleet = load_plans(inventory, limit)
+    try:
+        if kind == "device-plugin":
+            files = _device_plugin_files(cluster, fleet, namespace, default_config)
+        elif kind == "mig-parted":
+            files = _mig_parted_files(cluster, fleet, namespace)
+        else:
+            files = _helm_values_files(cluster, fleet, namespace, default_config)
+    except cluster.ClusterRenderError as exc:
+        fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
+
+    if output_dir is None:
+        click.echo("---\n".join("# gpuprov export %s: %s\n%s" % (kind, f.name, f.text) for f in files if f.stdout), nl=False)
+        return
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+        for export_file in files:
+            changed = write_atomically(output_dir, export_file)
+            click.echo("%s %s" % ("wrote    " if changed else "unchanged", os.path.join(output_dir, export_file.name)))
+    except OSError as exc:
+        click.echo("gpuprov: cannot write %s: %s; check the folder and its permissions"
+                   % (exc.filename or output_dir, exc.strerror or exc), err=True)
+        raise SystemExit(EXIT_FAILED)
