@@ -171,15 +171,14 @@ def compute_text(compute):
 
 
 class Workload:
-    __slots__ = ("name", "memory_mib", "compute", "hard", "replicas", "raw_memory")
+    __slots__ = ("name", "memory_mib", "compute", "hard", "replicas")
 
-    def __init__(self, name, memory_mib, compute=None, hard=False, replicas=1, raw_memory=None):
+    def __init__(self, name, memory_mib, compute=None, hard=False, replicas=1):
         self.name = name
         self.memory_mib = memory_mib
         self.compute = compute
         self.hard = hard
         self.replicas = replicas
-        self.raw_memory = raw_memory
 
     @property
     def isolation(self):
@@ -299,7 +298,8 @@ def _parse_workloads(raw, problems):
             where = "workload %s" % name
         unknown = sorted(set(map(str, entry)) - set(WORKLOAD_KEYS))
         if unknown:
-            problems.append("%s: unknown key(s) %s; allowed: %s" % (where, ", ".join(unknown), ", ".join(WORKLOAD_KEYS)))
+            problems.append("%s: unknown key(s) %s; allowed: %s"
+                            % (where, ", ".join(unknown), ", ".join(WORKLOAD_KEYS)))
         ok = name is not None
         memory = None
         if "memory" not in entry:
@@ -327,7 +327,7 @@ def _parse_workloads(raw, problems):
             problems.append("%s: replicas: must be a positive integer, got %r" % (where, replicas))
             ok = False
         if ok:
-            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas, entry["memory"]))
+            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas))
     return workloads
 
 
@@ -384,7 +384,8 @@ class MigGeometry:
                 return
             p = self.profiles[i]
             for n in range(p.max_count + 1):
-                if slices + n * p.memory_slices > self.memory_slices or compute + n * p.compute_slices > self.compute_total:
+                if (slices + n * p.memory_slices > self.memory_slices
+                        or compute + n * p.compute_slices > self.compute_total):
                     break
                 walk(i + 1, counts + [n], slices + n * p.memory_slices, compute + n * p.compute_slices)
 
@@ -846,10 +847,13 @@ def _footprint(item, view):
 def _hard_orders(views):
     """Orders for hard items: biggest MIG footprint first, by memory slices or by compute."""
     def slices_key(item):
-        fr = [(v.geometry.profiles[v.geometry.smallest(item.masks[v.index])].memory_slices / float(v.geometry.memory_slices),
-               v.geometry.profiles[v.geometry.smallest(item.masks[v.index])].compute_slices / float(v.geometry.compute_total))
-              for v in views if v.geometry and item.masks[v.index]]
-        mem, cpu = min(fr)
+        shares = []
+        for v in views:
+            if v.geometry and item.masks[v.index]:
+                profile = v.geometry.profiles[v.geometry.smallest(item.masks[v.index])]
+                shares.append((profile.memory_slices / float(v.geometry.memory_slices),
+                               profile.compute_slices / float(v.geometry.compute_total)))
+        mem, cpu = min(shares)
         return (-mem, -cpu, -item.memory_mib, item.index)
 
     def compute_key(item):

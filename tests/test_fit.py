@@ -47,7 +47,8 @@ def layouts(data):
     result = []
     for gpu in data["gpus"]:
         if gpu["sharing"] == "mig":
-            result.append(sorted((i["profile"], i["placement"]["start"], i["workload"]) for i in gpu["mig"]["instances"]))
+            result.append(sorted((i["profile"], i["placement"]["start"], i["workload"])
+                                 for i in gpu["mig"]["instances"]))
         else:
             result.append((gpu["sharing"], sorted(w["name"] for w in gpu["workloads"])))
     return result
@@ -316,7 +317,8 @@ def _brute_force(workloads, model):
                 len(ws) == 1 or sum(shared_fraction(w) for w in ws) <= 1 + 1e-9):
             result = True
         elif profiles:
-            choices = [[p.name for p in profiles if p.memory_gib * 1024 >= m - 1e-6 and p.compute_slices >= need_slices(w)]
+            choices = [[p.name for p in profiles
+                        if p.memory_gib * 1024 >= m - 1e-6 and p.compute_slices >= need_slices(w)]
                        for w, m in zip(ws, mem)]
             tried = set()
             for combo in itertools.product(*choices):
