@@ -574,10 +574,24 @@ def _check_memory_manager(config, topology, errors):
         return
     if config.get("memoryManagerPolicy", DEFAULT_MEMORY_MANAGER_POLICY) != "Static":
         return
+
+    # The kubelet's rule: per resource, the reservedMemory sum over NUMA nodes must equal
+    # what Node Allocatable reserves (for memory that includes the hard eviction threshold).
+    expected = {"memory": (_reserved_quantity(config, "kubeReserved", "memory", errors)
+                           + _reserved_quantity(config, "systemReserved", "memory", errors)
+                           + _eviction_hard_memory(config, topology, errors))}
+    for map_key in ("kubeReserved", "systemReserved"):
+        reserved = config.get(map_key) or {}
+        if isinstance(reserved, dict):
+            for resource in reserved:
+                if str(resource).startswith("hugepages-"):
+                    expected[resource] = (expected.get(resource, Fraction(0))
+                                          + _reserved_quantity(config, map_key, resource, errors))
     if not reserved_memory:
         errors.append("reservedMemory: memoryManagerPolicy Static needs reservedMemory per "
                       "NUMA node, summing to kubeReserved.memory + systemReserved.memory + "
-                      "evictionHard memory.available")
+                      "evictionHard memory.available (%s on this node)"
+                      % format_bytes(expected["memory"]))
         return
 
     try:
@@ -618,18 +632,6 @@ def _check_memory_manager(config, topology, errors):
                 continue
             totals[resource] = totals.get(resource, Fraction(0)) + amount
 
-    # The kubelet's rule: per resource, the reservedMemory sum over NUMA nodes must equal
-    # what Node Allocatable reserves (for memory that includes the hard eviction threshold).
-    expected = {"memory": (_reserved_quantity(config, "kubeReserved", "memory", errors)
-                           + _reserved_quantity(config, "systemReserved", "memory", errors)
-                           + _eviction_hard_memory(config, topology, errors))}
-    for map_key in ("kubeReserved", "systemReserved"):
-        reserved = config.get(map_key) or {}
-        if isinstance(reserved, dict):
-            for resource in reserved:
-                if str(resource).startswith("hugepages-"):
-                    expected[resource] = (expected.get(resource, Fraction(0))
-                                          + _reserved_quantity(config, map_key, resource, errors))
     for resource in sorted(set(expected) | set(totals)):
         want = expected.get(resource, Fraction(0))
         have = totals.get(resource, Fraction(0))
@@ -660,7 +662,8 @@ def validate_config(config, topology):
     _check_cpu_manager(config, topology, errors)
     _check_topology_manager(config, errors)
     _check_memory_manager(config, topology, errors)
-    return errors
+    # A malformed kubeReserved/systemReserved map is found by more than one check.
+    return [error for index, error in enumerate(errors) if error not in errors[:index]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -703,37 +706,53 @@ def read_config_text(path):
 
 
 def _desired_values(settings, document, topology):
-    """Map key path -> desired Python value (or REMOVE), for the settings that are given."""
-    desired = []
+    """Key path -> desired Python value (or REMOVE) for the settings given.
 
-    def want(path, value):
-        if value is not None:
-            desired.append((path, value))
+    :returns: ``(desired, errors)``; a setting that cannot be turned into a value (a bad
+        cpuset, ``auto`` without a topology) is left out of ``desired`` and explained in
+        ``errors``, so that it is reported together with the validation of the rest.
+    """
+    desired = []
+    errors = []
+
+    def want(path, value_or_factory):
+        if value_or_factory is None:
+            return
+        try:
+            value = value_or_factory() if callable(value_or_factory) else value_or_factory
+        except KubeletConfigError as exc:
+            errors.extend(exc.errors or [str(exc)])
+            return
+        desired.append((path, value))
+
+    def option_map(value, field):
+        if value is None:
+            return None
+        return lambda: _option_map(value, field) or REMOVE
+
+    def quantity(value):
+        if value is None:
+            return None
+        return str(value) if str(value) != "" else REMOVE
 
     want(("cpuManagerPolicy",), settings.cpu_manager_policy)
-    if settings.cpu_manager_policy_options is not None:
-        options = _option_map(settings.cpu_manager_policy_options, "cpuManagerPolicyOptions")
-        want(("cpuManagerPolicyOptions",), options or REMOVE)
+    want(("cpuManagerPolicyOptions",),
+         option_map(settings.cpu_manager_policy_options, "cpuManagerPolicyOptions"))
     want(("cpuManagerReconcilePeriod",), settings.cpu_manager_reconcile_period)
     want(("topologyManagerPolicy",), settings.topology_manager_policy)
     want(("topologyManagerScope",), settings.topology_manager_scope)
-    if settings.topology_manager_policy_options is not None:
-        options = _option_map(settings.topology_manager_policy_options,
-                              "topologyManagerPolicyOptions")
-        want(("topologyManagerPolicyOptions",), options or REMOVE)
-
+    want(("topologyManagerPolicyOptions",),
+         option_map(settings.topology_manager_policy_options, "topologyManagerPolicyOptions"))
     if settings.reserved_system_cpus is not None:
         want(("reservedSystemCPUs",),
-             _desired_reserved_cpus(settings.reserved_system_cpus, document, topology))
-    for path, value in ((("kubeReserved", "cpu"), settings.kube_reserved_cpu),
-                        (("systemReserved", "cpu"), settings.system_reserved_cpu)):
-        if value is not None:
-            want(path, str(value) if str(value) != "" else REMOVE)
-
+             lambda: _desired_reserved_cpus(settings.reserved_system_cpus, document, topology))
+    want(("kubeReserved", "cpu"), quantity(settings.kube_reserved_cpu))
+    want(("systemReserved", "cpu"), quantity(settings.system_reserved_cpu))
     want(("memoryManagerPolicy",), settings.memory_manager_policy)
     if settings.reserved_memory is not None:
-        want(("reservedMemory",), _reserved_memory_list(settings.reserved_memory) or REMOVE)
-    return desired
+        want(("reservedMemory",),
+             lambda: _reserved_memory_list(settings.reserved_memory) or REMOVE)
+    return desired, errors
 
 
 def _desired_reserved_cpus(requested, document, topology):
@@ -779,8 +798,9 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None):
     if not isinstance(before, dict):
         raise KubeletConfigError("%s must hold a KubeletConfiguration mapping" % path)
 
+    desired, errors = _desired_values(settings, document, topology)
     changed_keys = []
-    for key_path, value in _desired_values(settings, document, topology):
+    for key_path, value in desired:
         if value is REMOVE:
             changed = document.remove(key_path)
         else:
@@ -789,10 +809,10 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None):
             changed_keys.append(".".join(key_path))
 
     after = document.as_dict()
-    errors = validate_config(after, topology)
+    errors.extend(validate_config(after, topology))
     if errors:
         raise KubeletConfigError(
-            "the kubelet would reject %s after this change: %s" % (path, "; ".join(errors)),
+            "%s would not be a config the kubelet accepts: %s" % (path, "; ".join(errors)),
             errors)
 
     cpu_reset = (before.get("cpuManagerPolicy", DEFAULT_CPU_MANAGER_POLICY)
