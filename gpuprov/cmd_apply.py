@@ -53,7 +53,10 @@ def apply(inventory, limit, check, diff, waves, max_fail_percentage, kubeconfig,
         click.echo("%s %d node(s) in waves %s ..." % ("Dry run on" if check else "Converging", len(fleet.nodes),
                                                       ",".join(str(b) for b in batches)))
 
-    variables = {"gpuprov_waves": batches, "gpuprov_max_fail_percentage": max_fail_percentage}
+    # Only the planned GPU nodes take part, so the canary wave is a GPU node, not a
+    # control-plane host that has nothing to do.
+    variables = {"gpuprov_waves": batches, "gpuprov_max_fail_percentage": max_fail_percentage,
+                 "gpuprov_hosts": ",".join(fleet.nodes)}
     if kubeconfig:
         variables["gpuprov_kubeconfig"] = kubeconfig
     if kube_context:

@@ -30,7 +30,24 @@ import os
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
 # Result keys that say what a gpuprov module changed, in a few words.
-_DETAIL_KEYS = ("changed_keys", "transitions", "gpus_changed", "summary")
+_DETAIL_KEYS = ("changed_keys", "summary")
+
+
+def _gpu_detail(gpus):
+    """mig_layout / mig_mode per-GPU results -> 'GPU 0,1: kept 1, destroyed 1, created 2'."""
+    changed = [g for g in gpus if isinstance(g, dict) and g.get("changed")]
+    if not changed:
+        return ""
+    where = "GPU " + ",".join(str(g.get("index")) for g in changed)
+    if "created" in changed[0]:
+        totals = dict((k, sum(len(g.get(k) or []) for g in changed)) for k in ("kept", "destroyed", "created"))
+        return "%s: kept %d, destroyed %d, created %d instance(s)" % (
+            where, totals["kept"], totals["destroyed"], totals["created"])
+    after = changed[0].get("after") or {}
+    if "current" in after:
+        return "%s: MIG %s%s" % (where, "enabled" if after.get("pending") else "disabled",
+                                 "" if after.get("current") == after.get("pending") else " (pending reset)")
+    return where
 
 
 class CallbackModule(DefaultCallback):
@@ -50,6 +67,10 @@ class CallbackModule(DefaultCallback):
 
     @staticmethod
     def _detail(result):
+        if isinstance(result.get("gpus"), list):
+            text = _gpu_detail(result["gpus"])
+            if text:
+                return text
         for key in _DETAIL_KEYS:
             value = result.get(key)
             if value:
@@ -67,36 +88,54 @@ class CallbackModule(DefaultCallback):
         self._display.banner("PLAY [%s]%s" % (play.get_name().strip(), " (check mode: nothing changes)" if self._check else ""))
 
     def v2_playbook_on_task_start(self, task, is_conditional):
-        self._task_name = task.get_name().strip()
+        pass  # a line per host and step instead of task banners
 
     def v2_playbook_on_handler_task_start(self, task):
-        self._task_name = "handler: " + task.get_name().strip()
+        pass
+
+    def v2_playbook_on_include(self, included_file):
+        pass
+
+    @staticmethod
+    def _task_name(result):
+        # "gpuprov.gpu.gpu_mig : Enable MIG mode" -> "Enable MIG mode": the step is what matters.
+        return result._task.get_name().strip().split(" : ", 1)[-1]
 
     def v2_runner_on_ok(self, result):
         host = result._host.get_name()
         node = self._node(host)
         node["ok"] += 1
         res = result._result
+        looped = "results" in res  # a loop's aggregate: its items were shown one by one
         if res.get("changed", False):
-            task = result._task.get_name().strip()
-            detail = self._detail(res)
-            node["changed"].append(task + (" (" + detail + ")" if detail else ""))
+            task = self._task_name(result)
+            detail = "" if looped else self._detail(res)
+            entry = task + (" (" + detail + ")" if detail else "")
+            if entry not in node["changed"]:
+                node["changed"].append(entry)
             if node["status"] == "unchanged":
                 node["status"] = "changed"
-            self._line(host, "would change" if self._check else "changed", task, detail)
-            if self._run_is_verbose(result) or res.get("diff"):
-                self._handle_warnings(res)
-                if res.get("diff") and self._play and self._play.diff:
-                    self._display.display(self._get_diff(res["diff"]))
+            if not looped:
+                self._show_change(host, task, detail, res)
         else:
             self._handle_warnings(res)
-        msg = res.get("msg")
+        if not looped:
+            self._show_note(host, result)
+
+    def _show_change(self, host, task, detail, res):
+        self._line(host, "would change" if self._check else "changed", task, detail)
+        self._handle_warnings(res)
+        if res.get("diff") and self._play and self._play.diff:
+            self._display.display(self._get_diff(res["diff"]))
+
+    def _show_note(self, host, result):
+        msg = result._result.get("msg")
         if result._task.action in ("ansible.builtin.debug", "debug") and msg:
             self._line(host, "note", str(msg))
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         host = result._host.get_name()
-        task = result._task.get_name().strip()
+        task = self._task_name(result)
         msg = result._result.get("msg") or result._result.get("stderr") or "failed"
         if ignore_errors:
             self._line(host, "ignored", task, str(msg))
@@ -111,13 +150,18 @@ class CallbackModule(DefaultCallback):
         node = self._node(host)
         node["status"] = "unreachable"
         node["failed"] = result._result.get("msg", "unreachable")
-        self._line(host, "UNREACHABLE", result._task.get_name().strip(), node["failed"])
+        self._line(host, "UNREACHABLE", self._task_name(result), node["failed"])
 
     def v2_runner_on_skipped(self, result):
         self._node(result._host.get_name())
 
     def v2_runner_item_on_ok(self, result):
-        self.v2_runner_on_ok(result)
+        host = result._host.get_name()
+        if result._result.get("changed", False):
+            label = self._get_item_label(result._result)
+            self._show_change(host, "%s [%s]" % (self._task_name(result), label), self._detail(result._result),
+                              result._result)
+        self._show_note(host, result)
 
     def v2_runner_item_on_failed(self, result):
         self.v2_runner_on_failed(result)
@@ -126,7 +170,7 @@ class CallbackModule(DefaultCallback):
         pass
 
     def v2_runner_retry(self, result):
-        self._line(result._host.get_name(), "retrying", result._task.get_name().strip(),
+        self._line(result._host.get_name(), "retrying", self._task_name(result),
                    "%d of %d" % (result._result.get("attempts", 0), result._result.get("retries", 0)))
 
     def v2_playbook_on_stats(self, stats):
