@@ -48,6 +48,7 @@ count limits (k workloads that each need more than 1/(c+1) of a GPU need k/c GPU
 
 Nothing here prints or exits; the CLI (``gpuprov.cmd_fit``) does.
 """
+import itertools
 import json
 import math
 import re
@@ -655,65 +656,79 @@ def total_cost(gpus):
 # -- exact search -----------------------------------------------------------------------------
 
 def solve_exact(items, views, method):
-    """The cheapest packing (fewest GPUs first). Returns [Gpu], or None when none fits the pool."""
+    """The cheapest packing (fewest GPUs first). Returns [Gpu], or None when none fits the pool.
+
+    best(S), the cheapest packing of the workload set S, is the cheapest of: one GPU holding
+    a set T that contains S's first workload, plus best(S - T). Copies of one workload are
+    interchangeable, so T only takes the lowest-numbered copies left of each workload; that
+    keeps 12 copies of one workload at 13 states instead of 4,096. Whether T fits one GPU
+    (a MIG layout, or sharing) is computed once per T and, for MIG, memoised by the multiset
+    of the workloads' acceptable profiles.
+    """
     n = len(items)
     if n > EXACT_HARD_LIMIT:
         raise ValueError("the exact search handles at most %d workload copies, got %d" % (EXACT_HARD_LIMIT, n))
-    full = (1 << n) - 1
-    size = full + 1
-    # Per subset: the cheapest GPU that holds exactly it, per view: {view index: (cost, mode, profiles)}.
-    options = [None] * size
-    low_index = [0] * size
-    for mask in range(1, size):
-        low_index[mask] = (mask & -mask).bit_length() - 1
-    members = [()] * size
-    for mask in range(1, size):
-        low = mask & -mask
-        members[mask] = members[mask ^ low] + (low_index[mask],)
+    by_index = dict((v.index, v) for v in views)
+    groups = {}
+    for k, item in enumerate(items):
+        groups.setdefault(id(item.workload), []).append(k)
+    group_members = list(groups.values())
+    option_memo = {}
 
-    for view in views:
-        vi = view.index
-        g = view.geometry
-        mig_keys = [()] * size if g else None
-        mig_ok = [True] * size if g else None
-        for mask in range(1, size):
-            low = mask & -mask
-            rest = mask ^ low
-            members_list = [items[k] for k in members[mask]]
+    def options(mask):
+        """[(cost, view index, mode)] cheapest first, for a GPU holding exactly ``mask``."""
+        found = option_memo.get(mask)
+        if found is not None:
+            return found
+        members = [items[k] for k in range(n) if mask >> k & 1]
+        found = []
+        for view in views:
+            vi, g = view.index, view.geometry
             best = None
-            if g is not None:
-                item_mask = items[low_index[mask]].masks[vi]
-                ok = mig_ok[rest] and item_mask != 0 and len(members_list) <= g.max_instances
-                if ok:
-                    key = tuple(sorted(mig_keys[rest] + (item_mask,)))
-                    mig_keys[mask] = key
-                    fit = g.fits(key)
-                    ok = fit is not None
-                mig_ok[mask] = ok
-                if ok:
-                    best = (gpu_cost(view, "mig", members_list), "mig", None)
-            if shared_ok(members_list, view, method):
-                cost = gpu_cost(view, "shared", members_list)
+            if g is not None and len(members) <= g.max_instances and all(i.masks[vi] for i in members):
+                if g.fits(tuple(sorted(i.masks[vi] for i in members))) is not None:
+                    best = (gpu_cost(view, "mig", members), vi, "mig")
+            if shared_ok(members, view, method):
+                cost = gpu_cost(view, "shared", members)
                 if best is None or cost < best[0]:
-                    best = (cost, "shared", None)
+                    best = (cost, vi, "shared")
             if best is not None:
-                if options[mask] is None:
-                    options[mask] = {}
-                options[mask][vi] = best
+                found.append(best)
+        found.sort()
+        option_memo[mask] = found
+        return found
+
+    def subsets(s):
+        """Sets T for the GPU holding s's first workload: lowest copies of each workload only."""
+        low = (s & -s).bit_length() - 1
+        choices = []
+        for members in group_members:
+            present = [k for k in members if s >> k & 1]
+            if not present:
+                continue
+            prefixes, acc = [0], 0
+            for k in present:
+                acc |= 1 << k
+                prefixes.append(acc)
+            choices.append(prefixes[1:] if present[0] == low else prefixes)
+        for combo in itertools.product(*choices):
+            t = 0
+            for part in combo:
+                t |= part
+            yield t
 
     limited = [v.index for v in views if v.count is not None] if len(views) > 1 else []
+    full = (1 << n) - 1
     if not limited:
-        choice = _dp_scalar(options, size, views)
+        choice = _search_scalar(full, subsets, options)
     else:
-        choice = _dp_vector(options, size, views, limited)
+        choice = _search_counted(full, subsets, options, limited, by_index)
     if choice is None:
         return None
     gpus = []
-    by_index = dict((v.index, v) for v in views)
     for mask, vi, mode in choice:
-        view = by_index[vi]
-        members_list = [items[k] for k in members[mask]]
-        gpus.append(_make_gpu(view, mode, members_list))
+        members = [items[k] for k in range(n) if mask >> k & 1]
+        gpus.append(_make_gpu(by_index[vi], mode, members))
     if len(views) == 1 and views[0].count is not None and len(gpus) > views[0].count:
         return None
     return gpus
@@ -728,103 +743,84 @@ def _make_gpu(view, mode, members_list):
     return Gpu(view, "mig", ordered, assignment)
 
 
-def _dp_scalar(options, size, views):
-    """Min-cost partition when no pool count has to be tracked."""
+def _search_scalar(full, subsets, options):
+    """Min-cost partition when no pool count has to be tracked: [(mask, view index, mode)]."""
     inf = float("inf")
-    best_gpu = [None] * size     # cheapest (cost, view, mode) for a GPU holding exactly the subset
-    best_cost = [inf] * size
-    for mask in range(1, size):
-        opts = options[mask]
-        if opts:
-            vi, (cost, mode, _) = min(opts.items(), key=lambda kv: (kv[1][0], kv[0]))
-            best_gpu[mask] = (vi, mode)
-            best_cost[mask] = cost
-    f = [inf] * size
-    pick = [0] * size
-    f[0] = 0
-    for s in range(1, size):
-        low = s & -s
-        rest = s ^ low
-        best, best_t = inf, 0
-        sub = rest
-        while True:
-            t = sub | low
-            c = best_cost[t]
-            if c != inf:
-                total = c + f[s ^ t]
-                if total < best:
-                    best, best_t = total, t
-            if sub == 0:
-                break
-            sub = (sub - 1) & rest
-        f[s] = best
-        pick[s] = best_t
-    full = size - 1
-    if f[full] == inf:
+    memo = {0: (0, 0, None, None)}
+
+    def best(s):
+        found = memo.get(s)
+        if found is not None:
+            return found
+        result = (inf, 0, None, None)
+        for t in subsets(s):
+            opts = options(t)
+            if not opts:
+                continue
+            cost, vi, mode = opts[0]
+            if cost >= result[0]:
+                continue
+            total = cost + best(s ^ t)[0]
+            if total < result[0]:
+                result = (total, t, vi, mode)
+        memo[s] = result
+        return result
+
+    if best(full)[0] == inf:
         return None
-    result = []
-    s = full
+    choice, s = [], full
     while s:
-        t = pick[s]
-        vi, mode = best_gpu[t]
-        result.append((t, vi, mode))
+        _, t, vi, mode = memo[s]
+        choice.append((t, vi, mode))
         s ^= t
-    return result
+    return choice
 
 
-def _dp_vector(options, size, views, limited):
-    """Min-cost partition that keeps the GPUs of each counted model within the pool's count."""
+def _search_counted(full, subsets, options, limited, by_index):
+    """Min-cost partition that keeps each counted model within the pool's count."""
     position = dict((vi, k) for k, vi in enumerate(limited))
-    by_index = dict((v.index, v) for v in views)
     caps = tuple(by_index[vi].count for vi in limited)
     zero = (0,) * len(limited)
-    # f[s]: {usage of counted models: (cost, t, view, mode)}
-    f = [None] * size
-    f[0] = {zero: (0, 0, None, None)}
-    per_subset = [None] * size
-    for mask in range(1, size):
-        opts = options[mask]
-        if opts:
-            per_subset[mask] = sorted((cost, vi, mode) for vi, (cost, mode, _) in opts.items())
-    for s in range(1, size):
-        low = s & -s
-        rest = s ^ low
+    # best(s): {GPUs used per counted model: (cost, t, view index, mode)}
+    memo = {0: {zero: (0, 0, None, None)}}
+
+    def best(s):
+        found = memo.get(s)
+        if found is not None:
+            return found
         table = {}
-        sub = rest
-        while True:
-            t = sub | low
-            choices = per_subset[t]
-            before = f[s ^ t]
-            if choices and before:
-                for cost, vi, mode in choices:
-                    k = position.get(vi)
-                    for usage, entry in before.items():
-                        if k is not None:
-                            if usage[k] + 1 > caps[k]:
-                                continue
-                            usage = usage[:k] + (usage[k] + 1,) + usage[k + 1:]
-                        total = entry[0] + cost
-                        known = table.get(usage)
-                        if known is None or total < known[0]:
-                            table[usage] = (total, t, vi, mode)
-            if sub == 0:
-                break
-            sub = (sub - 1) & rest
-        f[s] = table
-    full = size - 1
-    if not f[full]:
+        for t in subsets(s):
+            opts = options(t)
+            if not opts:
+                continue
+            before = best(s ^ t)
+            for cost, vi, mode in opts:
+                k = position.get(vi)
+                for usage, entry in before.items():
+                    if k is not None:
+                        if usage[k] + 1 > caps[k]:
+                            continue
+                        usage = usage[:k] + (usage[k] + 1,) + usage[k + 1:]
+                    total = entry[0] + cost
+                    known = table.get(usage)
+                    if known is None or total < known[0]:
+                        table[usage] = (total, t, vi, mode)
+        memo[s] = table
+        return table
+
+    final = best(full)
+    if not final:
         return None
-    usage = min(f[full], key=lambda u: (f[full][u][0], u))
-    result = []
-    s = full
+    usage = min(final, key=lambda u: (final[u][0], u))
+    choice, s = [], full
     while s:
-        _, t, vi, mode = f[s][usage]
-        result.append((t, vi, mode))
+        _, t, vi, mode = memo[s][usage]
+        choice.append((t, vi, mode))
         k = position.get(vi)
         if k is not None:
             usage = usage[:k] + (usage[k] - 1,) + usage[k + 1:]
         s ^= t
-    return result
+    return choice
 
 
 # -- heuristic --------------------------------------------------------------------------------
@@ -1110,6 +1106,44 @@ def _ceil(x):
     return int(math.ceil(x - 1e-7)) if x > 0 else 0
 
 
+def _shares(item, views):
+    """The smallest share of one GPU ``item`` takes, per mode and resource, over the pool.
+
+    Returns {("mig", "memory"), ("mig", "compute"), ("shared", "memory"), ("shared",
+    "compute")} -> fraction of a GPU (inf when the item cannot sit on a GPU that way).
+    MIG shares count whole slices of the smallest profile the item accepts.
+    """
+    inf = float("inf")
+    shares = {("mig", "memory"): inf, ("mig", "compute"): inf, ("shared", "memory"): inf,
+              ("shared", "compute"): inf}
+    for view in views:
+        vi = view.index
+        if not item.hard and item.memory_mib <= view.memory_mib + _EPS:
+            shares["shared", "memory"] = min(shares["shared", "memory"], item.memory_mib / view.memory_mib)
+            shares["shared", "compute"] = min(shares["shared", "compute"], item.shared_compute[vi])
+        mask = item.masks[vi]
+        if mask:
+            geo = view.geometry
+            accepted = [p for k, p in enumerate(geo.profiles) if mask >> k & 1]
+            shares["mig", "memory"] = min(shares["mig", "memory"],
+                                          min(p.memory_slices for p in accepted) / float(geo.memory_slices))
+            shares["mig", "compute"] = min(shares["mig", "compute"],
+                                           min(p.compute_slices for p in accepted) / float(geo.compute_total))
+    return shares
+
+
+# Sum bounds: every GPU runs MIG or not, and each way has resources that add up to at most
+# one GPU. Counting one resource per way gives a valid bound for every pairing; the first two
+# are the plain ones, the others help when, say, hard work is bound by compute slices and soft
+# work by memory.
+_PAIRINGS = [
+    ("mig-granularity", "MIG profile granularity", "memory", "memory"),
+    ("compute", "compute", "compute", "compute"),
+    ("mig-compute-shared-memory", "MIG compute slices and shared memory", "compute", "memory"),
+    ("mig-memory-shared-compute", "MIG memory slices and shared compute", "memory", "compute"),
+]
+
+
 def lower_bounds(items, views):
     """Valid lower bounds on the GPU count, each with a sentence saying where it comes from."""
     bounds = []
@@ -1117,71 +1151,77 @@ def lower_bounds(items, views):
     biggest = max(views, key=lambda v: v.memory_mib)
     bounds.append(Bound("memory", "memory", _ceil(total_mem / biggest.memory_mib),
                         "%s GiB / %s GiB" % (gib_text(total_mem), gib_text(biggest.memory_mib))))
-
     single = views[0] if len(views) == 1 else None
-    g = single.geometry if single else None
-    # Smallest share of one GPU each item needs, in memory and in compute, over the pool's models.
-    mem_frac, cpu_frac, mem_via_mig, cpu_via_mig = [], [], [], []
-    for item in items:
-        best_mem, best_cpu = float("inf"), float("inf")
-        mem_mig = cpu_mig = False
-        for view in views:
-            vi = view.index
-            if not item.hard and item.memory_mib <= view.memory_mib + _EPS:
-                if item.memory_mib / view.memory_mib < best_mem:
-                    best_mem, mem_mig = item.memory_mib / view.memory_mib, False
-                if item.shared_compute[vi] < best_cpu:
-                    best_cpu, cpu_mig = item.shared_compute[vi], False
-            mask = item.masks[vi]
-            if mask:
-                geo = view.geometry
-                slices = min(p.memory_slices for k, p in enumerate(geo.profiles) if mask >> k & 1)
-                compute = min(p.compute_slices for k, p in enumerate(geo.profiles) if mask >> k & 1)
-                if slices / float(geo.memory_slices) < best_mem - _EPS:
-                    best_mem, mem_mig = slices / float(geo.memory_slices), True
-                if compute / float(geo.compute_total) < best_cpu - _EPS:
-                    best_cpu, cpu_mig = compute / float(geo.compute_total), True
-        mem_frac.append(best_mem)
-        cpu_frac.append(best_cpu)
-        mem_via_mig.append(mem_mig)
-        cpu_via_mig.append(cpu_mig)
+    shares = [_shares(item, views) for item in items]
+    any_mig = any(s["mig", "memory"] < float("inf") for s in shares)
 
-    if any(mem_via_mig):
-        total = sum(mem_frac)
-        if g is not None and all(mem_via_mig):
-            slices = int(round(total * g.memory_slices))
-            detail = "%d memory slices / %d per GPU: each workload rounded up to its smallest MIG profile" % (
-                slices, g.memory_slices)
-        elif g is not None:
-            slices = int(round(sum(f for f, m in zip(mem_frac, mem_via_mig) if m) * g.memory_slices))
-            soft_mib = sum(i.memory_mib for i, m in zip(items, mem_via_mig) if not m)
-            detail = "%d memory slices (%d per GPU) for MIG workloads + %s GiB (%s per GPU) shared: %.2f GPUs" % (
-                slices, g.memory_slices, gib_text(soft_mib), gib_text(single.memory_mib), total)
-        else:
-            detail = "%.2f GPUs of memory with MIG workloads rounded up to their smallest profile" % total
-        bounds.append(Bound("mig-granularity", "MIG profile granularity", _ceil(total), detail))
-
-    total_cpu = sum(cpu_frac)
-    if total_cpu > 0:
-        if g is not None and all(cpu_via_mig[k] or cpu_frac[k] == 0 for k in range(len(items))):
-            slices = int(round(total_cpu * g.compute_total))
-            detail = "%d / %d per GPU" % (slices, g.compute_total)
-            label = "compute slices"
-        else:
-            detail = "compute shares add up to %.2f GPUs" % total_cpu
+    fractions = {}
+    for key, label, mig_resource, shared_resource in _PAIRINGS:
+        per_item, via_mig = [], []
+        for share in shares:
+            mig, shared = share["mig", mig_resource], share["shared", shared_resource]
+            per_item.append(min(mig, shared))
+            via_mig.append(mig <= shared)
+        fractions[key] = (per_item, via_mig)
+        total = sum(per_item)
+        if total <= 0:
+            continue
+        if key == "mig-granularity" and not any(i.hard for i in items):
+            continue  # without hard workloads this is memory again, only blurred by slices
+        if key in ("mig-compute-shared-memory", "mig-memory-shared-compute") and not any_mig:
+            continue
+        detail = _sum_detail(items, per_item, via_mig, single, mig_resource, shared_resource)
+        if key == "compute" and not any(via_mig):
             label = "compute"
-        bounds.append(Bound("compute", label, _ceil(total_cpu), detail))
+        elif key == "compute" and single is not None and single.geometry is not None:
+            label = "compute slices"
+        bound = Bound(key, label, _ceil(total), detail)
+        if key in ("mig-compute-shared-memory", "mig-memory-shared-compute") and bound.gpus <= max(
+                b.gpus for b in bounds):
+            continue  # a pairing only adds a line when it beats the plain bounds
+        bounds.append(bound)
 
-    count = _count_bound(items, mem_frac, single, "memory")
-    cpu_count = _count_bound(items, cpu_frac, single, "compute")
+    count = _count_bound(items, fractions["mig-granularity"][0], single, "memory")
+    cpu_count = _count_bound(items, fractions["compute"][0], single, "compute")
     for bound in (count, cpu_count):
         if bound is not None and bound.gpus > 1:
             bounds.append(bound)
     # Martello and Toth's L2 only adds a line when it beats every simpler bound.
-    packing = _l2_bound(mem_frac)
+    packing = _l2_bound(fractions["mig-granularity"][0])
     if packing is not None and packing.gpus > max(b.gpus for b in bounds):
         bounds.append(packing)
     return bounds
+
+
+def _sum_detail(items, per_item, via_mig, single, mig_resource, shared_resource):
+    """Where a sum bound comes from, e.g. '16 memory slices / 8 per GPU: ...'."""
+    total = sum(per_item)
+    g = single.geometry if single else None
+    mig_total = sum(f for f, m in zip(per_item, via_mig) if m)
+    shared = [(item, f) for item, f, m in zip(items, per_item, via_mig) if not m]
+    shared_total = sum(f for _, f in shared)
+    parts = []
+    if mig_total > 0:
+        if g is not None:
+            per_gpu = g.memory_slices if mig_resource == "memory" else g.compute_total
+            slices = int(round(mig_total * per_gpu))
+            if not shared:
+                return "%d %s slices / %d per GPU: each workload rounded up to its smallest MIG profile" % (
+                    slices, mig_resource, per_gpu)
+            parts.append("%d %s slices (%d per GPU) for MIG workloads" % (slices, mig_resource, per_gpu))
+        else:
+            parts.append("%.2f GPUs of MIG %s slices" % (mig_total, mig_resource))
+    if shared_total > 0:
+        if shared_resource == "memory" and single is not None:
+            parts.append("%s GiB (%s per GPU) shared" % (gib_text(sum(i.memory_mib for i, _ in shared)),
+                                                       gib_text(single.memory_mib)))
+        elif shared_resource == "memory":
+            parts.append("%.2f GPUs of shared memory" % shared_total)
+        elif not parts:
+            return "compute shares add up to %.2f GPUs" % shared_total
+        else:
+            parts.append("compute shares of %.2f GPUs" % shared_total)
+    return "%s: %.2f GPUs" % (" + ".join(parts), total)
 
 
 def _l2_bound(fractions):

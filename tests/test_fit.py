@@ -105,7 +105,8 @@ def test_five_model_example_fits_two_a100_40gb(gpuprov):
         "lower bound 2 GPUs from memory (46 GiB / 40 GiB); reached",
         "lower bound 2 GPUs from MIG profile granularity (16 memory slices / 8 per GPU: each workload rounded up "
         "to its smallest MIG profile); reached",
-        "lower bound 2 GPUs from compute slices (11 / 7 per GPU); reached",
+        "lower bound 2 GPUs from compute slices (11 compute slices / 7 per GPU: each workload rounded up to its "
+        "smallest MIG profile); reached",
         "lower bound 2 GPUs from per-GPU instance limits (3 hard workloads need 4+ of 8 memory slices, 3g.20gb or "
         "larger; at most 2 per GPU); reached",
         "lower bound 2 GPUs from per-GPU instance limits (3 hard workloads need 3+ of 7 compute slices; at most 2 "
@@ -198,7 +199,8 @@ def test_seven_one_slice_instances_per_gpu(gpuprov, tmp_path):
     assert seven["gpus"][0]["mig"]["idle_memory_slices"] == 1
     eight = run(8)
     assert eight["gpus_used"] == 2
-    assert "lower bound 2 GPUs from compute slices (8 / 7 per GPU); reached" in eight["explanation"]
+    assert ("lower bound 2 GPUs from compute slices (8 compute slices / 7 per GPU: each workload rounded up to its "
+            "smallest MIG profile); reached") in eight["explanation"]
     assert ("lower bound 1 GPU from MIG profile granularity (8 memory slices / 8 per GPU: each workload rounded up "
             "to its smallest MIG profile)") in eight["explanation"]
 
@@ -482,6 +484,24 @@ def test_heuristic_at_scale_is_valid_and_close_to_the_bound():
     data = fit_mod.as_dict(result)
     assert_valid(data, dict((w["name"], w) for w in workloads))
     assert data["lower_bound"] <= data["gpus_used"] <= 1.1 * data["lower_bound"]
+
+
+def test_compute_bound_hard_work_and_memory_bound_soft_work_add_up():
+    # H100-80GB (81559 MiB = 79.65 GiB). 70 hard 4.5 GiB copies -> 1g.10gb each, 1 compute slice:
+    # at most 7 per GPU -> 10 MIG GPUs, full on compute, so no soft copy can join them.
+    # 130 soft 3 GiB copies: 26 per shared GPU (78 GiB; 27 would be 81) -> 5 GPUs. 15 in all.
+    # Memory slices alone prove 70/8 + 390/79.65 = 13.65 -> 14; compute slices of the MIG
+    # work plus memory of the shared work prove 70/7 + 390/79.65 = 14.9 -> 15: reached.
+    parsed, pool = fit_mod.parse_input({"workloads": [
+        {"name": "Iso", "memory": 4.5, "isolation": "hard", "replicas": 70},
+        {"name": "Svc", "memory": 3, "replicas": 130}], "pool": {"model": "H100-80GB"}})
+    result = fit_mod.fit(parsed, pool)
+    assert len(result.gpus) == 15 and result.optimal and result.method == "heuristic"
+    assert fit_mod.explanation(result)[0] == (
+        "lower bound 15 GPUs from MIG compute slices and shared memory (70 compute slices (7 per GPU) for MIG "
+        "workloads + 390 GiB (79.65 per GPU) shared: 14.90 GPUs); reached")
+    assert ("lower bound 14 GPUs from MIG profile granularity (70 memory slices (8 per GPU) for MIG workloads + "
+            "390 GiB (79.65 per GPU) shared: 13.65 GPUs)") in fit_mod.explanation(result)
 
 
 def test_auto_switches_to_the_heuristic_above_the_exact_limit():
