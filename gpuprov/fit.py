@@ -34,17 +34,25 @@ Sharing rules.
   and a whole GPU over a one-instance MIG layout.
 
 Search. Up to ``EXACT_LIMIT`` workload copies the result is a proven optimum: an exhaustive
-search over subsets of workloads (dynamic programming over the 2^n subsets: the cheapest way
-to pack a set is one feasible GPU holding its first workload plus the cheapest packing of
-the rest), where a GPU's MIG feasibility comes from the valid layouts enumerated with the
-placement solver and is memoised by the multiset of the workloads' profile choices. Larger
-inputs get first-fit decreasing into MIG layouts (from the same set of valid layouts) and
-bin packing of soft workloads, tried in a few orders, with a lower bound reported beside it.
+search over subsets of workloads (the cheapest way to pack a set is one feasible GPU holding
+its first workload plus the cheapest packing of the rest, memoised per set; copies of one
+workload are interchangeable and searched once), where a GPU's MIG feasibility comes from
+the valid layouts enumerated once per model with the placement solver, memoised by the
+multiset of the workloads' acceptable profiles. Larger inputs get first-fit decreasing into
+MIG layouts (from the same set of valid layouts) and onto shared GPUs, tried in a few
+orders, then exact re-packs of the emptiest GPU with one or two others; such a result is
+called optimal only when it meets a lower bound.
 
-Lower bounds (every one is valid for every packing, so the largest is reported):
-memory (all workloads / the biggest GPU), MIG granularity (hard workloads rounded up to
-their smallest MIG profile, in memory slices), compute (slices or fractions), and per-GPU
-count limits (k workloads that each need more than 1/(c+1) of a GPU need k/c GPUs).
+Lower bounds (every one is valid for every packing, so the largest is reported): memory
+(all workloads / the biggest GPU), MIG granularity (hard workloads rounded up to their
+smallest MIG profile, in memory slices), compute (slices or fractions), sums that count
+compute slices on MIG GPUs and memory on shared ones (each GPU is one or the other),
+per-GPU count limits (k workloads that each need more than 1/(c+1) of a GPU need k/c GPUs)
+and Martello and Toth's L2 bound of bin packing.
+
+Hosts. Each gets one ``gpuprov_sharing``, so the GPUs of a model are grouped by sharing
+method into hosts of up to ``gpus_per_node`` GPUs (8 when the pool does not say); see
+``group_nodes``.
 
 Nothing here prints or exits; the CLI (``gpuprov.cmd_fit``) does.
 """
@@ -62,6 +70,9 @@ FIT_FORMAT_VERSION = 1
 EXACT_LIMIT = 12         # workload copies; above this `auto` uses the heuristic
 EXACT_HARD_LIMIT = 14    # the exact search needs 2^n memory and about 3^n steps
 DEFAULT_GPUS_PER_NODE = 8
+NEIGHBOURHOOD_ITEMS = 10    # most workloads re-packed exactly in one improvement step
+NEIGHBOURHOOD_PARTNERS = 6  # emptiest GPUs tried as partners of the emptiest one
+IMPROVE_STEPS = 200         # exact re-packs per heuristic run, at most
 # Compute slices of the 7-slice MIG geometry; "3g" on a GPU without MIG means 3/7 of it.
 NON_MIG_COMPUTE_SLICES = 7
 HOST_GROUP = "gpuprov_fit"
@@ -913,11 +924,6 @@ def solve_heuristic(items, views, method, lower=0):
     if best is not None and len(best) > lower:
         best = _improve(best, method)
     return best
-
-
-NEIGHBOURHOOD_ITEMS = 10   # most workloads re-packed exactly in one improvement step
-NEIGHBOURHOOD_PARTNERS = 6  # emptiest GPUs tried as partners of the emptiest one
-IMPROVE_STEPS = 200        # exact re-packs per heuristic run, at most
 
 
 def _load(gpu):
