@@ -43,10 +43,13 @@ requirements:
   - PyYAML
 attributes:
   check_mode:
+    description: Reports the change, the diff and the checkpoint resets without writing.
     support: full
   diff_mode:
+    description: Returns the file before and after.
     support: full
   platform:
+    description: Linux nodes; the topology is read from sysfs.
     support: full
     platforms: posix
 options:
@@ -118,7 +121,7 @@ options:
         type: int
         required: true
       limits:
-        description: Resource name to quantity, for example V({memory: 1Gi, hugepages-1Gi: 0}).
+        description: 'Resource name to quantity, for example V({memory: 1Gi, hugepages-1Gi: 0}).'
         type: dict
         required: true
   backup:
