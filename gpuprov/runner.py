@@ -40,10 +40,11 @@ def parse_waves(text):
 
 
 def run_playbook(playbook, inventories, limit=None, check=False, diff=False, extra_vars=None, forks=None,
-                 extra_args=(), env=None):
+                 extra_args=(), env=None, stdout=None):
     """Run ansible-playbook (argv list, no shell) with the progress callback.
 
-    Output streams to this process's stdout. Returns (return code, summary dict or None).
+    Output streams to this process's stdout, or to ``stdout`` (a file object, e.g.
+    sys.stderr when this process prints JSON). Returns (return code, summary dict or None).
     """
     argv = [ansible_command("ansible-playbook")]
     for inventory in inventories:
@@ -69,7 +70,7 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
     run_env["GPUPROV_SUMMARY_FILE"] = summary_path
     run_env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     try:
-        proc = subprocess.run(argv, env=run_env, check=False)
+        proc = subprocess.run(argv, env=run_env, check=False, stdout=stdout)
         summary = None
         if os.path.exists(summary_path):
             with open(summary_path) as summary_file:

@@ -1,0 +1,106 @@
+"""`gpuprov status`: is every node still what its plan says?"""
+import json
+import os
+import sys
+import tempfile
+
+import click
+
+from gpuprov import render
+from gpuprov.cmd_plan import inventory_option, limit_option, load_plans
+from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
+from gpuprov.runner import run_playbook
+
+PLAYBOOK = "gpuprov.gpu.status"
+IN_SYNC, DRIFTED, UNREACHABLE, ERROR = "in-sync", "drifted", "unreachable", "error"
+
+
+def collect(hosts, directory, summary):
+    """Per host {status, drift, message} from the playbook's files and its run summary."""
+    ran = (summary or {}).get("nodes", {})
+    nodes = {}
+    for host in hosts:
+        path = os.path.join(directory, "%s.json" % host)
+        run = ran.get(host) or {}
+        if run.get("status") == "unreachable":
+            nodes[host] = {"status": UNREACHABLE, "drift": [], "message": run.get("failed") or "unreachable"}
+        elif os.path.exists(path):
+            with open(path) as handle:
+                data = json.load(handle)
+            nodes[host] = {"status": data["status"], "drift": data["drift"], "message": None}
+        elif run.get("status") == "failed":
+            nodes[host] = {"status": ERROR, "drift": [], "message": run.get("failed") or "failed"}
+        else:
+            nodes[host] = {"status": ERROR, "drift": [], "message": "the status playbook did not report on this node"}
+    return nodes
+
+
+def summarize(nodes):
+    counts = {}
+    for node in nodes.values():
+        counts[node["status"]] = counts.get(node["status"], 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def status_table(result):
+    rows = []
+    for host, node in result["nodes"].items():
+        lines = [item["message"] for item in node["drift"]] or [node["message"] or "-"]
+        rows.append([host, node["status"], lines[0]])
+        rows.extend(["", "", line] for line in lines[1:])
+    text = render.table(["NODE", "STATUS", "WHAT"], rows)
+    counts = result["summary"]
+    words = {IN_SYNC: "in sync"}
+    return "%s\n\ngpuprov status: %s" % (text, ", ".join(
+        "%d %s" % (counts[s], words.get(s, s)) for s in (IN_SYNC, DRIFTED, UNREACHABLE, ERROR) if s in counts))
+
+
+@click.command()
+@inventory_option
+@limit_option
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table for people; json for tools (Ansible's progress then goes to stderr).")
+@click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes read at once (ansible-playbook --forks).")
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
+              help="Passed to ansible-playbook -e (e.g. gpuprov_sysfs_root). Repeatable.")
+def status(inventory, limit, output, forks, extra_vars):
+    """Check that every node is still what its plan says, changing nothing.
+
+    Plans every node as `gpuprov plan` does, then reads each one over Ansible in check mode
+    (the gpuprov.gpu.status playbook): GPU facts, the kubelet config, the host MPS daemon,
+    and the boot-time MIG restore (unit and recorded state). Each node is then in sync,
+    drifted - with every difference named: MIG mode, MIG instances missing or extra
+    (profile@start), kubelet keys, MPS daemon down, boot restore unit missing or stale -
+    unreachable, or in error (the read itself failed).
+
+    A node comes back from a reboot without its MIG instances (and, on Hopper and later,
+    without MIG mode) until gpuprov-mig-restore.service has run; status shows that as drift.
+
+    Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
+    read; 2 bad input.
+    """
+    fleet = load_plans(inventory, limit)
+    if not fleet.nodes:
+        fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
+    extra_args = []
+    for item in extra_vars:
+        extra_args += ["-e", item]
+    with tempfile.TemporaryDirectory(prefix="gpuprov-status-") as directory:
+        variables = {"gpuprov_status_dir": directory, "gpuprov_status_fail_on_drift": False}
+        try:
+            rc, summary = run_playbook(PLAYBOOK, list(inventory), limit=limit, check=True, extra_vars=variables,
+                                       forks=forks, extra_args=extra_args,
+                                       stdout=sys.stderr if output == "json" else None)
+        except FileNotFoundError as exc:
+            fail_bad_input([str(exc)])
+        nodes = collect(sorted(fleet.nodes), directory, summary)
+    if rc != 0 and not (summary or {}).get("nodes"):
+        click.echo("ansible-playbook exited with %d before any node was read" % rc, err=True)
+    result = {"nodes": nodes, "summary": summarize(nodes)}
+    if output == "json":
+        click.echo(render.to_json(result))
+    else:
+        click.echo("")
+        click.echo(status_table(result))
+    in_sync = all(node["status"] == IN_SYNC for node in nodes.values())
+    raise SystemExit(EXIT_OK if in_sync and nodes else EXIT_FAILED)
