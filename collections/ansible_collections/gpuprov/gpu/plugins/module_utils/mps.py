@@ -504,7 +504,7 @@ class Gpu:
         """MPS limits (thread percentage, pinned memory) exist from Volta (7.0) on."""
         if not self.compute_capability:
             return True  # unknown: let the daemon refuse
-        return int(str(self.compute_capability).split(".")[0]) >= 7
+        return int(str(self.compute_capability).split(".", maxsplit=1)[0]) >= 7
 
 
 class NvmlGpus:

@@ -33,16 +33,19 @@ description:
   - With O(service), a systemd unit (the P(gpuprov.gpu.gpu_mps#role) role installs one) runs the
     daemon; the module then never starts or stops it, and only checks that it answers (or no
     longer answers), sets compute mode and sets the limits.
-  - Refuses GPUs with MIG mode enabled (or pending): MPS on MIG devices is out of scope here.
+  - Refuses GPUs with MIG mode enabled (or pending), since MPS on MIG devices is out of scope here.
   - On any failure the changes of this run to compute mode, the daemon and the limits are
     undone, and the message says what could not be.
 author: gpuprov maintainers (@gpuprov)
 requirements:
   - nvidia-ml-py (pynvml) and the NVIDIA driver on the node
   - nvidia-cuda-mps-control on the PATH
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+    details: Reports what would change, including the limits a new daemon would get.
   diff_mode:
     support: full
   platform:
