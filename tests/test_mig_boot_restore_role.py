@@ -17,8 +17,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
-
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKES = os.path.join(REPO, "tests", "fakes")
 sys.path.insert(0, os.path.join(FAKES, "python"))
 import pynvml as fake_pynvml  # noqa: E402  (the fake: tests/fakes/python comes first)
@@ -44,10 +43,6 @@ class LocalNode:
         self.lib_dir = root / "lib"
         self.unit_dir.mkdir(parents=True)
         fake_pynvml.write_new_state(self.nvml_state, gpus=[("H100-80GB", 1)])
-        # The fake systemctl knows only the units in its state file; real systemd finds the
-        # unit file after daemon-reload.
-        with open(self.systemd_state, "w") as handle:
-            json.dump({"units": {UNIT: {"description": "Restore the MIG layout recorded by gpuprov"}}}, handle)
 
     @property
     def unit_file(self):
@@ -64,6 +59,8 @@ class LocalNode:
             "PYTHONPATH": os.path.join(FAKES, "python"),
             "GPUPROV_FAKE_NVML_STATE": self.nvml_state,
             "GPUPROV_FAKE_SYSTEMD_STATE": self.systemd_state,
+            # Like systemd, the fake systemctl finds units by their files in this directory.
+            "GPUPROV_FAKE_SYSTEMD_UNIT_PATH": str(self.unit_dir),
             "GPUPROV_FAKE_CALL_LOG": self.call_log,
             "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
@@ -95,8 +92,14 @@ class LocalNode:
         return json.loads(proc.stdout)
 
     def systemd(self):
+        if not os.path.exists(self.systemd_state):
+            return {"units": {}, "daemon_reload_count": 0}
         with open(self.systemd_state) as handle:
             return json.load(handle)
+
+    def calls(self):
+        with open(self.call_log) as handle:
+            return [json.loads(line) for line in handle if line.strip()]
 
     def layout(self):
         state = fake_pynvml.load_state(self.nvml_state)
@@ -140,7 +143,7 @@ def test_check_mode_on_a_fresh_node_writes_nothing(node):
     assert result["stats"]["localhost"]["failures"] == 0
     assert not node.unit_file.exists() and not node.state_file.exists() and not node.program.exists()
     assert node.layout() == (False, [])
-    assert node.systemd()["units"][UNIT].get("enabled") is not True
+    assert UNIT not in node.systemd()["units"]
 
 
 def test_converge_installs_unit_program_code_and_state(node):
@@ -209,5 +212,8 @@ def test_a_plan_without_mig_removes_the_restore(node):
     assert not node.unit_file.exists() and not node.state_file.exists() and not node.program.exists()
     assert not any((node.module_utils / name).exists() for name in ("nvml.py", "mig_restore.py"))
     systemd = node.systemd()
-    assert systemd["units"][UNIT]["enabled"] is False
+    # Disabled, then forgotten by the daemon-reload after its file was removed.
+    assert UNIT not in systemd["units"]
     assert systemd["daemon_reload_count"] == 2
+    assert [c["argv"][1:] for c in node.calls() if c["tool"] == "systemctl" and c["argv"][1] == "disable"] == [
+        ["disable", UNIT]]

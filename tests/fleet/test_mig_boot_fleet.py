@@ -62,13 +62,6 @@ def mig_fleet(tmp_path_factory):
     fleet = fleetlib.Fleet.create(directory / "fleet", specs, first_host=free_first_host(len(specs)))
     fleet.up()
     try:
-        for node in fleet.nodes:
-            # The fake systemctl knows only units in its state file; real systemd finds the
-            # unit file the role installs after its daemon-reload.
-            path = node.private_path(fleetlib.FAKE_ROOT + "/systemd.json")
-            state = json.loads(path.read_text())
-            state["units"][UNIT] = {"description": "Restore the MIG layout recorded by gpuprov"}
-            path.write_text(json.dumps(state))
         sharing = directory / "mig.yml"
         sharing.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"vars": {
             "gpuprov_sharing": {"strategy": "mig", "mig": {"config": "all-balanced"}},

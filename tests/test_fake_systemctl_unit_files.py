@@ -1,0 +1,38 @@
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The fake systemctl loads a unit from its unit file, as systemd does, and forgets it on
+daemon-reload once the file is gone."""
+
+import json
+import os
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYSTEMCTL = os.path.join(REPO, "tests", "fakes", "bin", "systemctl")
+
+
+def test_unit_file_on_disk_defines_the_unit(tmp_path):
+    unit_dir = tmp_path / "system"
+    unit_dir.mkdir()
+    state_path = tmp_path / "systemd.json"
+    env = dict(os.environ, GPUPROV_FAKE_SYSTEMD_STATE=str(state_path),
+               GPUPROV_FAKE_SYSTEMD_UNIT_PATH=str(unit_dir))
+
+    def systemctl(*argv):
+        proc = subprocess.run([SYSTEMCTL] + list(argv), env=env, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    assert systemctl("enable", "restore.service")[0] == 1  # no unit file, no unit
+    (unit_dir / "restore.service").write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")
+
+    assert systemctl("is-enabled", "restore.service") == (1, "disabled\n", "")
+    assert systemctl("enable", "restore.service")[0] == 0
+    assert systemctl("is-enabled", "restore.service") == (0, "enabled\n", "")
+    assert "LoadState=loaded" in systemctl("show", "restore.service")[1]
+
+    (unit_dir / "restore.service").unlink()
+    systemctl("disable", "restore.service")
+    systemctl("daemon-reload")
+
+    assert "restore.service" not in json.loads(state_path.read_text())["units"]
+    assert systemctl("status", "restore.service")[0] == 4
