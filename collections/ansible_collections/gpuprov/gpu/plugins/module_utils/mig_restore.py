@@ -330,8 +330,8 @@ class Restorer:
                              % (where, word))
         if not self.reset:
             raise GpuFailure("%s: MIG %s is pending a GPU reset and --no-reset was given; reset the GPU "
-                             "(nvidia-smi -r -i %s) and run %s again, or reboot" % (where, word, info["pci_bus_id"],
-                                                                                  PROGRAM))
+                             "(nvidia-smi -r -i %s) and run %s again, or reboot"
+                             % (where, word, info["pci_bus_id"], PROGRAM))
         self._reset_gpu(info, where, word)
         # A reset can renumber device handles: go on in a fresh NVML session.
         fresh = self.nvml_factory()
@@ -386,8 +386,8 @@ class Restorer:
         wanted = set((p, s) for p, s, _z in desired)
         if set((i.profile, i.start) for i in after) != wanted:
             raise GpuFailure("%s: after the change the GPU holds %s, not the state file's %s; run %s again, or "
-                             "converge the node with gpuprov apply" % (where, describe_instances(after),
-                                                                      describe_instances(_instances(entry)), PROGRAM))
+                             "converge the node with gpuprov apply"
+                             % (where, describe_instances(after), describe_instances(_instances(entry)), PROGRAM))
 
     def close(self):
         for session in self._sessions:
@@ -442,8 +442,8 @@ def main(argv=None, nvml_factory=Nvml, run_command=_run_command):
         _print_err("%s: %s" % (PROGRAM, exc))
         return EXIT_USAGE
     state["_path"] = path
-    _print_out("%s: %s MIG state of %s from %s" % (PROGRAM, "checking" if args.dry_run else "restoring",
-                                                 state.get("host") or "this node", path))
+    _print_out("%s: %s MIG state of %s from %s"
+               % (PROGRAM, "checking" if args.dry_run else "restoring", state.get("host") or "this node", path))
     restorer = Restorer(state, nvml_factory=nvml_factory, reset=args.reset, dry_run=args.dry_run,
                         run_command=run_command)
     try:
