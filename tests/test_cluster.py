@@ -7,9 +7,11 @@ import os
 import pytest
 import yaml
 
-from conftest import REPO, SHARED_REFERENCE
-
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from gpuprov.planning import plan_inventory
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "real-world")
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 K8S_VERSION = "1.31"
@@ -18,10 +20,6 @@ NVIDIA_VALUES = os.path.join(SHARED_REFERENCE, "nvidia-device-plugin-values.yaml
 
 @pytest.fixture(scope="module")
 def fleet():
-    from gpuprov.cli import use_collection
-    from gpuprov.planning import plan_inventory
-
-    use_collection()
     return plan_inventory([EXAMPLES]).result
 
 
@@ -220,8 +218,6 @@ def test_mig_parted_export_reads_back_and_names_follow_content(fleet):
 
 def test_mig_capable_gpus_outside_mig_strategy_are_exported_disabled(tmp_path):
     """An A100 node sharing by time-slicing must have MIG off; the MIG manager needs to know."""
-    from gpuprov.planning import plan_inventory
-
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"a100-ts": {
         "gpuprov_gpu_model": "A100-80GB", "gpuprov_gpu_count": 2,

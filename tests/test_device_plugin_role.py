@@ -14,9 +14,10 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
-
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+from gpuprov.planning import plan_inventory
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 STUBS = os.path.join(REPO, "tests", "stubs")
@@ -34,10 +35,6 @@ pytestmark = pytest.mark.skipif(_ansible_playbook() is None, reason="ansible-pla
 
 @pytest.fixture(scope="module")
 def fleet():
-    from gpuprov.cli import use_collection
-    from gpuprov.planning import plan_inventory
-
-    use_collection()
     return plan_inventory([EXAMPLES]).result
 
 

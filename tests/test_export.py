@@ -8,9 +8,14 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import REPO
+# Everything the CLI will import is imported here, at collection time, as the collection's
+# unit tests import plugin_utils: a module loaded before Ansible's collection loader is set
+# up must not be looked up through it later.
+import gpuprov.cmd_export  # noqa: F401
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from gpuprov.planning import plan_inventory
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 
@@ -22,10 +27,6 @@ def _validate(obj):
 
 @pytest.fixture(scope="module")
 def fleet():
-    from gpuprov.cli import use_collection
-    from gpuprov.planning import plan_inventory
-
-    use_collection()
     return plan_inventory([EXAMPLES]).result
 
 
@@ -182,8 +183,6 @@ def test_mig_parted_label_script_runs(gpuprov, tmp_path):
 
 
 def test_mig_parted_to_stdout_starts_with_the_config(gpuprov):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import migparted
-
     documents = list(yaml.safe_load_all(export(gpuprov, "mig-parted")))
     configs = migparted.parse(documents[0], "stdout")
     assert len(configs) == 3

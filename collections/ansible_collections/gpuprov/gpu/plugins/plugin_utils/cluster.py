@@ -274,9 +274,11 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
 def nfd_values(image_repository=None, image_tag=None, image_pull_secrets=(), extra_values=None):
     """Values for the node-feature-discovery chart (0.19.0).
 
-    Key paths checked against the NFD chart's values.yaml (``master.config``,
-    ``worker.config`` are the daemons' config files) and against NVIDIA's device-plugin
-    values, which set the same keys for its NFD subchart.
+    ``master.config`` and ``worker.config`` are the daemons' config files. The key paths are
+    those of the NFD chart's values.yaml (read on its main branch; UNVERIFIED against the
+    0.19.0 tag itself) and the ones NVIDIA's device-plugin values set for its NFD 0.19.0
+    subchart (``nfd.master.config.extraLabelNs``, ``nfd.worker.config.sources.pci``), which
+    the tests check when that file is at hand.
     """
     values = {
         # GFD publishes nvidia.com/* labels through NFD; nfd-master drops namespaces it does
