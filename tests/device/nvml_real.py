@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Read-only NVML checks on a machine with a real NVIDIA GPU (never run in CI).
+
+Runs gpuprov's node-side code (module_utils gpu_info / nvml) against the real pynvml and
+compares what NVML reports about MIG profiles and placements with the catalog. It never
+changes MIG mode, compute mode, instances, or resets anything: only Get* calls.
+
+    PYTHONPATH=collections python3 tests/device/nvml_real.py > out.json
+"""
+import json
+import os
+import sys
+import traceback
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "collections"))
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils import gpu_info  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml  # noqa: E402
+
+
+def probe_profiles(nvml, index):
+    """Raw GetGpuInstanceProfileInfo / PossiblePlacements for every profile enum."""
+    import pynvml
+
+    handle = nvml.handle(index)
+    rows = []
+    for enum in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        row = {"enum": enum}
+        try:
+            info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum)
+            row.update(id=info.id, slice_count=info.sliceCount, instance_count=info.instanceCount,
+                       memory_mb=info.memorySizeMB, name=getattr(info, "name", b"").decode()
+                       if isinstance(getattr(info, "name", b""), bytes) else str(getattr(info, "name", "")))
+            try:
+                placements = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
+                count = pynvml.c_uint(0)
+                pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, placements, pynvml.byref(count))
+                row["placements"] = [[placements[i].start, placements[i].size] for i in range(count.value)]
+            except pynvml.NVMLError as exc:
+                row["placements_error"] = "%s (%s)" % (exc, type(exc).__name__)
+        except pynvml.NVMLError as exc:
+            row["error"] = "%s (%s)" % (exc, type(exc).__name__)
+        rows.append(row)
+    return rows
+
+
+def compare_with_catalog(name, rows):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+
+    try:
+        model = catalog.lookup(name)
+    except catalog.UnknownModelError as exc:
+        return {"catalog": str(exc)}
+    result = {"catalog_model": model.key, "mismatches": []}
+    if not model.mig_capable:
+        return result
+    by_enum = dict((p.gi_enum, p) for p in model.mig.profiles.values())
+    for row in rows:
+        prof = by_enum.get(row["enum"])
+        if "error" in row:
+            if prof is not None:
+                result["mismatches"].append("enum %d: NVML says %s, catalog has %s" % (row["enum"], row["error"], prof.name))
+            continue
+        if prof is None:
+            result["mismatches"].append("enum %d: NVML has profile id %s (%s), catalog has none" % (
+                row["enum"], row.get("id"), row.get("name")))
+            continue
+        if row.get("id") != prof.gi_profile_id:
+            result["mismatches"].append("%s: NVML id %s, catalog %d" % (prof.name, row.get("id"), prof.gi_profile_id))
+        if row.get("instance_count") != prof.max_count:
+            result["mismatches"].append("%s: NVML max %s, catalog %d" % (prof.name, row.get("instance_count"), prof.max_count))
+        if "placements" in row and [tuple(p) for p in row["placements"]] != prof.placements:
+            result["mismatches"].append("%s: NVML placements %s, catalog %s" % (prof.name, row["placements"], prof.placements))
+        result.setdefault("memory_mb", {})[prof.name] = row.get("memory_mb")
+    return result
+
+
+def main():
+    report = {}
+    try:
+        report["gpu_facts"] = gpu_info.gather("/sys")
+    except Exception:  # the report must come back whatever broke
+        report["gpu_facts_error"] = traceback.format_exc()
+    try:
+        with Nvml() as nvml:
+            report["gpus"] = []
+            for index in range(nvml.device_count()):
+                info = nvml.gpu_info(index)
+                entry = {"index": index, "name": info.get("name"), "mig_mode": nvml.mig_mode(index)}
+                entry["profiles_raw"] = probe_profiles(nvml, index)
+                entry["catalog_check"] = compare_with_catalog(info.get("name"), entry["profiles_raw"])
+                try:
+                    entry["gpuprov_mig_profiles"] = sorted(nvml.mig_profiles(index))
+                except Exception as exc:  # MIG disabled: NVML may refuse profile queries
+                    entry["gpuprov_mig_profiles_error"] = str(exc)
+                report["gpus"].append(entry)
+    except Exception:
+        report["nvml_error"] = traceback.format_exc()
+    json.dump(report, sys.stdout, indent=2, default=str)
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One read-only pass on a machine with a real NVIDIA GPU (never run in CI): gpuprov's NVML
+# layer and gpu_facts module through the real pynvml, the catalog against NVML's own profile
+# tables, and an MPS daemon with a private pipe directory. Nothing here changes MIG mode or
+# compute mode, creates instances, or resets a GPU.
+#
+#   OUT=/tmp/out [ANSIBLE_BIN=path/to/ansible] tests/device/run_on_gpu.sh
+# (PYTHONPATH may point at a folder holding nvidia-ml-py and ansible-core where they are not installed)
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/gpuprov-device}
+mkdir -p "$OUT"
+PY=$(command -v python3)
+{
+    echo "## python"; "$PY" --version
+    echo "## nvidia-smi before"; nvidia-smi -L
+    nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current,compute_mode,memory.total --format=csv
+    echo "## mps control"; command -v nvidia-cuda-mps-control || echo "not on PATH"
+} > "$OUT/env.txt" 2>&1
+
+timeout 120 "$PY" tests/device/nvml_real.py > "$OUT/nvml_real.json" 2> "$OUT/nvml_real.err"
+echo "nvml_real rc=$?" >> "$OUT/env.txt"
+
+# The gpu_facts module itself, run by Ansible on localhost with the real pynvml.
+ANSIBLE_CONFIG=$PWD/ansible.cfg ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json \
+    timeout 180 "$PY" "${ANSIBLE_BIN:-$(command -v ansible)}" \
+    localhost -i localhost, -c local -m gpuprov.gpu.gpu_facts -e "ansible_python_interpreter=$PY" \
+    > "$OUT/gpu_facts_module.json" 2> "$OUT/gpu_facts_module.err"
+echo "gpu_facts module rc=$?" >> "$OUT/env.txt"
+
+timeout 180 "$PY" tests/device/mps_real.py > "$OUT/mps_real.json" 2> "$OUT/mps_real.err"
+echo "mps_real rc=$?" >> "$OUT/env.txt"
+
+{
+    echo "## nvidia-smi after (MIG and compute mode must be unchanged)"
+    nvidia-smi --query-gpu=index,mig.mode.current,compute_mode --format=csv
+} >> "$OUT/env.txt" 2>&1
