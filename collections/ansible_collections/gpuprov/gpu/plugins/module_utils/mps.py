@@ -650,7 +650,7 @@ class MpsDaemonManager:
                                         is not None or self.replicas):
             for gpu in gpus:
                 if not gpu.volta_or_newer:
-                    raise MpsError("%s (%s, compute capability %s) predates Volta: MPS thread and memory "
+                    raise MpsError("%s, a %s of compute capability %s, predates Volta: MPS thread and memory "
                                    "limits need compute capability 7.0 or newer; leave the limits unset "
                                    "for it" % (gpu.describe(), gpu.name, gpu.compute_capability))
         return gpus

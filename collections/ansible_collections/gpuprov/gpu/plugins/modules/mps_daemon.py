@@ -35,7 +35,7 @@ description:
     longer answers), sets compute mode and sets the limits.
   - Refuses GPUs with MIG mode enabled (or pending), since MPS on MIG devices is out of scope here.
   - On any failure the changes of this run to compute mode, the daemon and the limits are
-    undone, and the message says what could not be.
+    undone (directories it created stay), and the message says what could not be undone.
 author: gpuprov maintainers (@gpuprov)
 requirements:
   - nvidia-ml-py (pynvml) and the NVIDIA driver on the node

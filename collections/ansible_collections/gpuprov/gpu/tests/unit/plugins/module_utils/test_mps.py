@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import os
 import stat
+import sys
 
 import pytest
 
@@ -243,7 +244,7 @@ def test_refuses_pre_volta_limits():
     params = {"pipe_directory": "/nonexistent/gpuprov-test/pipe", "log_directory": "/nonexistent/gpuprov-test/log",
               "active_thread_percentage": 50}
     manager = mps.MpsDaemonManager(params, OldGpus(), mps.SubprocessRunner(), binary="/bin/false")
-    with pytest.raises(mps.MpsError, match=r"GPU 0 \(GPU-0000\) \(Tesla P100-PCIE-16GB, compute capability 6.0\) predates Volta"):
+    with pytest.raises(mps.MpsError, match=r"GPU 0 \(GPU-0000\), a Tesla P100-PCIE-16GB of compute capability 6.0, predates Volta"):
         manager.run()
 
 
@@ -372,12 +373,59 @@ def test_failed_start_puts_compute_mode_back(mps_node):
     assert node.compute_modes() == ["DEFAULT", "DEFAULT"]
 
 
-def test_rejected_limit_rolls_back_the_new_daemon(mps_node):
+def test_memory_limit_above_the_gpu_is_refused_before_any_change(mps_node):
     node = mps_node(gpus=[("H100-80GB", 1)])
-    # 81559 MiB is the whole GPU; the fake daemon accepts it, a bigger one is refused by us
-    with pytest.raises(mps.MpsError, match="more than the 81559 MiB of GPU 0"):
+    with pytest.raises(mps.MpsError, match="90000 MiB is more than the 81559 MiB of GPU 0"):
         converge(node, pinned_memory_limit=90000)
     assert node.daemon() is None and node.compute_modes() == ["DEFAULT"]
+    assert node.commands() == []
+
+
+def refusing_control(node, tmp_path, refused):
+    """A control binary that answers commands starting with ``refused`` with an error, as a
+    daemon that rejects a value does (status 0, message on stdout), and passes the rest on."""
+    path = tmp_path / "refusing-mps-control"
+    path.write_text(
+        "#!%s\n"
+        "import os, sys\n"
+        "data = '' if sys.argv[1:] else sys.stdin.read()\n"
+        "if data.startswith(%r):\n"
+        "    print('Invalid value')\n"
+        "    sys.exit(0)\n"
+        "import subprocess\n"
+        "sys.exit(subprocess.run([%r] + sys.argv[1:], input=data, text=True).returncode)\n"
+        % (sys.executable, refused, node.binary))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_refused_limit_on_a_new_daemon_undoes_the_start_and_compute_mode(mps_node, tmp_path):
+    node = mps_node()
+    binary = refusing_control(node, tmp_path, "set_default_active_thread_percentage")
+
+    with pytest.raises(mps.MpsError) as err:
+        converge(node, binary=binary, active_thread_percentage=50)
+
+    assert "kept active thread percentage 100.0" in str(err.value)
+    assert "were undone" in str(err.value)
+    assert node.commands()[0] == "-d" and node.commands()[-1] == "quit"
+    assert node.daemon() is None
+    assert node.compute_modes() == ["DEFAULT", "DEFAULT"]
+
+
+def test_refused_limit_on_a_running_daemon_puts_the_earlier_limit_back(mps_node, tmp_path):
+    node = mps_node()
+    converge(node, active_thread_percentage=50)
+    binary = refusing_control(node, tmp_path, "set_default_device_pinned_mem_limit")
+
+    with pytest.raises(mps.MpsError, match="kept pinned memory limit None MiB on device 0"):
+        converge(node, binary=binary, active_thread_percentage=25, pinned_memory_limit=1024)
+
+    assert "set_default_active_thread_percentage 25" in node.commands()
+    daemon = node.daemon()
+    assert daemon["alive"] is True  # it was running before: it stays
+    assert daemon["default_active_thread_percentage"] == 50.0
+    assert daemon["default_pinned_mem_limits"] == {}
 
 
 def test_gpu_set_change_needs_allow_restart(mps_node):
