@@ -76,6 +76,10 @@ def status(inventory, limit, output, forks, extra_vars):
     A node comes back from a reboot without its MIG instances (and, on Hopper and later,
     without MIG mode) until gpuprov-mig-restore.service has run; status shows that as drift.
 
+    `-o json` prints {"nodes": {HOST: {"status", "drift": [{"area", "gpu", "message"}],
+    "message"}}, "summary": {STATUS: count}}; areas are hardware, mig-mode, mig-instances,
+    kubelet, mps and boot-restore.
+
     Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
     read; 2 bad input.
     """
