@@ -125,6 +125,22 @@ def test_failing_start_hook_fails_the_start_like_systemd(systemd, tmp_path):
     assert "ActiveState=failed\n" in systemd("show", "kubelet")[1]
 
 
+def test_stop_hooks_run_when_an_active_unit_stops_or_restarts(systemd, tmp_path):
+    log = str(tmp_path / "hooks.log")
+    systemd.seed(**{"mps.service": {"exec_start_pre": [["sh", "-c", "echo start >> " + log]],
+                                    "exec_stop": [["sh", "-c", "echo stop >> " + log], ["false"]]}})
+    assert systemd("stop", "mps")[0] == 0  # inactive: nothing to stop, no hook
+    assert not os.path.exists(log)
+    assert systemd("start", "mps")[0] == 0
+    assert systemd("restart", "mps")[0] == 0
+    # a failing ExecStop does not keep the unit from stopping
+    assert systemd("stop", "mps")[0] == 0
+    with open(log) as handle:
+        assert handle.read().split() == ["start", "stop", "start", "stop"]
+    assert systemd.unit("mps.service")["active"] is False
+    assert systemd.unit("mps.service")["stop_count"] == 2
+
+
 def test_reload_needs_an_active_unit(systemd):
     systemd.seed(**{"a.service": {"active": False}, "b.service": {"active": True},
                     "c.service": {"active": True, "reloadable": False}})
