@@ -199,11 +199,15 @@ class KubeletSettings(object):
         return cls(**dict((field, params.get(field)) for field in cls.FIELDS))
 
 
+def _settings_error(message):
+    """A setting that cannot be turned into a config value; ``message`` starts with the field."""
+    return KubeletConfigError(message, [message])
+
+
 def _option_map(value, field):
     """Normalise a policy-options map to the kubelet's map[string]string form."""
     if not isinstance(value, dict):
-        message = "%s: must be a map of option name to value" % field
-        raise KubeletConfigError(message, [message])
+        raise _settings_error("%s: must be a map of option name to value" % field)
     normalised = {}
     for name, option_value in value.items():
         if isinstance(option_value, bool):
@@ -211,9 +215,8 @@ def _option_map(value, field):
         elif isinstance(option_value, int):
             option_value = str(option_value)
         elif not isinstance(option_value, str):
-            message = "%s.%s: value %r must be a string, boolean or integer" % (
-                field, name, option_value)
-            raise KubeletConfigError(message, [message])
+            raise _settings_error("%s.%s: value %r must be a string, boolean or integer"
+                                  % (field, name, option_value))
         normalised[str(name)] = option_value
     return dict(sorted(normalised.items()))
 
@@ -221,23 +224,19 @@ def _option_map(value, field):
 def _reserved_memory_list(entries):
     """Turn ``[{numa_node: 0, limits: {memory: 1Gi}}]`` into the kubelet's reservedMemory."""
     if not isinstance(entries, list):
-        raise KubeletConfigError("reserved_memory must be a list",
-                                 ["reservedMemory: must be a list of {numa_node, limits}"])
+        raise _settings_error("reservedMemory: must be a list of {numa_node, limits}")
     result = []
     for index, entry in enumerate(entries):
         field = "reservedMemory[%d]" % index
         if not isinstance(entry, dict) or "numa_node" not in entry or "limits" not in entry:
-            raise KubeletConfigError("%s: each entry needs numa_node and limits" % field,
-                                     ["%s: each entry needs numa_node and limits" % field])
+            raise _settings_error("%s: each entry needs numa_node and limits" % field)
         numa_node = entry["numa_node"]
         if isinstance(numa_node, bool) or not isinstance(numa_node, int):
-            raise KubeletConfigError("%s.numaNode: %r is not an integer" % (field, numa_node),
-                                     ["%s.numaNode: %r is not an integer" % (field, numa_node)])
+            raise _settings_error("%s.numaNode: %r is not an integer" % (field, numa_node))
         limits = entry["limits"]
         if not isinstance(limits, dict) or not limits:
-            raise KubeletConfigError("%s.limits: must be a non-empty map" % field,
-                                     ["%s.limits: must be a non-empty map such as {memory: 1Gi}"
-                                      % field])
+            raise _settings_error("%s.limits: must be a non-empty map such as {memory: 1Gi}"
+                                  % field)
         result.append({
             "limits": dict(sorted((str(k), str(v)) for k, v in limits.items())),
             "numaNode": numa_node,
@@ -763,14 +762,12 @@ def _desired_reserved_cpus(requested, document, topology):
         try:
             cpus = auto_reserved_cpus(topology.cpus)
         except (CpusetError, SysfsError) as exc:
-            raise KubeletConfigError("reservedSystemCPUs: auto: %s" % exc,
-                                     ["reservedSystemCPUs: auto: %s" % exc])
+            raise _settings_error("reservedSystemCPUs: auto: %s" % exc)
     else:
         try:
             cpus = parse_cpuset(requested)
         except CpusetError as exc:
-            raise KubeletConfigError("reservedSystemCPUs: %s" % exc,
-                                     ["reservedSystemCPUs: %s" % exc])
+            raise _settings_error("reservedSystemCPUs: %s" % exc)
     # Keep the file's spelling when it already names the same CPUs ("0,1" vs "0-1").
     current = document.get(("reservedSystemCPUs",))
     if isinstance(current, str):
