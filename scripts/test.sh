@@ -50,12 +50,17 @@ run_molecule() {
     for scenario in molecule/*/molecule.yml; do
         scenario=$(basename "$(dirname "$scenario")")
         echo "--- molecule test -s $scenario"
-        molecule test -s "$scenario" || { echo "molecule scenario $scenario FAILED"; rc=1; }
+        # A private ephemeral folder per run: molecule otherwise shares one per scenario name.
+        MOLECULE_EPHEMERAL_DIRECTORY=$(mktemp -d) molecule test -s "$scenario" \
+            || { echo "molecule scenario $scenario FAILED"; rc=1; }
     done
     return $rc
 }
 
-stage "pytest" run_pytest
+# Two processes: the CLI tests load Ansible's collection finder, which must not take over the
+# import of the collection's own test packages.
+stage "pytest: collection unit tests" run_pytest collections/ansible_collections/gpuprov/gpu/tests/unit
+stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
 if [ $fast = 0 ]; then
     stage "ansible-test sanity" run_sanity

@@ -1,9 +1,6 @@
-import os
-
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "real-world")
+from testlib import REPO
 
 
 @pytest.fixture

@@ -14,17 +14,11 @@ import random
 import pytest
 import yaml
 
-from conftest import REPO
-from gpuprov.cli import use_collection
-
-# Resolve the collection through Ansible's loader before importing from it, as the CLI does,
-# so `gpuprov plan` in the same process finds its metadata.
-use_collection()
-
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (
     LayoutError, place, validate_instances)
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog  # noqa: E402
-from gpuprov import fit as fit_mod  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from gpuprov import fit as fit_mod
+from testlib import REPO
 
 EXAMPLE = os.path.join(REPO, "examples", "fit", "workloads.yaml")
 A100_40 = "A100-SXM4-40GB"

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import yaml
 
-from conftest import REPO, SHARED_REFERENCE
+from testlib import REPO, SHARED_REFERENCE
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 
