@@ -359,6 +359,11 @@ def test_service_mode_never_starts_the_daemon(mps_node):
 
     with pytest.raises(mps.MpsError, match="still answers although service gpuprov-mps.service should have stopped it"):
         converge(node, service="gpuprov-mps.service", state="stopped")
+    # in check mode the service has not been stopped yet either: predicted, not refused
+    checked = converge(node, check_mode=True, service="gpuprov-mps.service", state="stopped")
+    assert checked["changed"] is True
+    assert any("service gpuprov-mps.service is expected to stop it" in w for w in checked["warnings"])
+    assert node.daemon()["alive"] is True and "quit" not in node.commands()
     node.client("quit")
     assert converge(node, service="gpuprov-mps.service", state="stopped")["changed"] is True
     assert node.compute_modes() == ["DEFAULT", "DEFAULT"]
