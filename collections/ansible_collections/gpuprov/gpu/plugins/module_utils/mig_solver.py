@@ -135,7 +135,7 @@ def validate_instances(instances, profiles, compute_total=None):
         sizes = dict(spec.placements)
         if start not in sizes:
             raise LayoutError("%s cannot start at memory slice %r; valid starts: %s"
-                              % (name, start, ", ".join(str(s) for s, _ in spec.placements)))
+                              % (name, start, ", ".join(str(placement[0]) for placement in spec.placements)))
         bits = _mask(start, sizes[start])
         if mask & bits:
             raise LayoutError("%s at slice %d overlaps another instance" % (name, start))
