@@ -21,17 +21,29 @@ description:
     C(gpuprov_node_changes), the MIG work a converge must do.
   - Fails, naming the host and field, when the variables do not plan.
 author: gpuprov maintainers (@gpuprov)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - ansible.builtin.action_common_attributes.facts
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
   action:
     support: full
-    description: Runs entirely on the controller; nothing is sent to the node.
+    details: Runs entirely on the controller; nothing is sent to the node.
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: The module never changes anything, so check mode gives the same result.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    support: full
+    platforms: all
+    details: The node's platform does not matter; the plan is computed on the controller.
 options:
   gpu_facts:
     description:
@@ -79,7 +91,7 @@ ansible_facts:
       returned: when gpu_facts was given
       type: dict
 problems:
-  description: One C(HOST: FIELD: reason) line per problem in the host's variables.
+  description: "One C(HOST: FIELD: reason) line per problem in the host's variables."
   returned: failure
   type: list
   elements: str
