@@ -71,7 +71,7 @@ def apply(inventory, limit, check, diff, waves, max_fail_percentage, kubeconfig,
         fail_bad_input([str(exc)])
 
     nodes = (summary or {}).get("nodes", {})
-    not_run = sorted(set(fleet.nodes) - set(nodes))
+    not_run = sorted(set(fleet.nodes) - set(nodes)) if nodes else []
     if not_run:
         click.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
     counts = {}

@@ -83,7 +83,16 @@ PRIVATE_DIRS = (
     # Login shells reset PATH in /etc/profile; the node's copy of profile.d puts the fake
     # tools back in front (see _write_profile_d).
     "/etc/profile.d",
+    # Where the roles install per-node programs, environment files and logs: the MIG boot
+    # restore's code and program, the MPS unit's environment file and log directory.
+    "/usr/local/lib/gpuprov",
+    "/usr/local/libexec/gpuprov",
+    "/etc/default",
+    "/var/log/nvidia-mps",
 )
+# Private directories that start as a copy of the host's (their files are read by tools
+# that also run on the node).
+SEEDED_FROM_HOST = ("/etc/default",)
 
 # Default GPU mixes for `--nodes N` (GPU catalog keys; A100-80GB is the A100-SXM4-80GB).
 # Nodes past the end of this list combine two of these models (see default_node_specs),
@@ -933,6 +942,9 @@ class Fleet:
         for path in PRIVATE_DIRS:
             node.private_path(path).mkdir(parents=True, exist_ok=True)
         _write_profile_d(node.private_path("/etc/profile.d"))
+        for path in SEEDED_FROM_HOST:
+            if os.path.isdir(path):
+                shutil.copytree(path, node.private_path(path), symlinks=True, dirs_exist_ok=True)
         spec = node.spec
         nvml = initial_nvml_state(node.name, spec.gpus, spec.numa_nodes)
         _write_file(node.private_path(f"{FAKE_ROOT}/nvml.json"), json.dumps(nvml, indent=1) + "\n")
