@@ -144,7 +144,7 @@ def parse_compute(value):
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ValueError("must be a fraction of a GPU (0.5, \"50%\") or compute slices (\"3g\"), got %r" % (value,))
+        raise ValueError("must be a fraction of a GPU (0.5, \"50%%\") or compute slices (\"3g\"), got %r" % (value,))
     if isinstance(value, int):
         if value == 1:
             raise ValueError("1 is ambiguous: write 1.0 for a whole GPU or \"1g\" for one MIG compute slice")
@@ -167,7 +167,7 @@ def parse_compute(value):
         try:
             fraction = float(percent.group(1)) / 100.0 if percent else float(text)
         except ValueError:
-            raise ValueError("must be a fraction of a GPU (0.5, \"50%\") or compute slices (\"3g\"), got %r"
+            raise ValueError("must be a fraction of a GPU (0.5, \"50%%\") or compute slices (\"3g\"), got %r"
                              % (value,)) from None
     if not 0 < fraction <= 1:
         raise ValueError("a fraction of a GPU must be above 0 and at most 1, got %r "

@@ -168,6 +168,14 @@ def test_memory_units(text, mib):
     assert fit_mod.parse_memory_mib(text) == pytest.approx(mib)
 
 
+@pytest.mark.parametrize("value", [True, "lots", "50 percent"])
+def test_compute_that_is_neither_a_fraction_nor_slices_says_what_is_expected(value):
+    with pytest.raises(ValueError) as error:
+        fit_mod.parse_compute(value)
+    assert str(error.value) == ("must be a fraction of a GPU (0.5, \"50%%\") or compute slices (\"3g\"), got %r"
+                                % (value,))
+
+
 def test_granularity_binds_where_memory_does_not(gpuprov, tmp_path):
     # Three hard 10 GiB workloads: 30 GiB fits one 40 GiB GPU by memory, but each needs a
     # 3g.20gb (4 slices): 12 slices > 8, and at most two 4-slice instances per GPU -> 2 GPUs.
