@@ -43,6 +43,9 @@ def plan_inventory(sources, limit=None):
     result, plan_problems = planner.plan_fleet(intents)
     problems.extend(plan_problems)
     if problems:
+        # Inventory order, so each host's problems read together whatever step found them.
+        order = dict((host, i) for i, (host, _vars) in enumerate(host_vars))
+        problems.sort(key=lambda p: order.get(p.host, len(order)))
         raise PlanningFailed([str(p) for p in problems])
     result["skipped_hosts"] = skipped
     return FleetPlan(result, skipped, time.monotonic() - started)
