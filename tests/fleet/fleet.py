@@ -122,6 +122,7 @@ STATE_FILE = "fleet.json"
 CLIENT_KEY = "client_key"
 KNOWN_HOSTS = "known_hosts"
 INVENTORY = "inventory.yml"
+CONNECTION_INVENTORY = "connection.yml"  # how to reach the nodes, nothing else
 SSH_CONFIG = "ssh_config"
 CONTROL_PATH_DIR = "cp"
 NODES_DIR = "nodes"
@@ -777,7 +778,7 @@ class Fleet:
 
     @property
     def connection_inventory(self):
-        return self.directory / "connection.yml"
+        return self.directory / CONNECTION_INVENTORY
 
     @property
     def ssh_config(self):
@@ -1019,7 +1020,8 @@ class Fleet:
         """Remove the fleet's own files; anything else in the directory stays."""
         shutil.rmtree(self.directory / NODES_DIR, ignore_errors=True)
         shutil.rmtree(self.control_path_dir, ignore_errors=True)
-        for name in (STATE_FILE, CLIENT_KEY, CLIENT_KEY + ".pub", KNOWN_HOSTS, INVENTORY, SSH_CONFIG):
+        for name in (STATE_FILE, CLIENT_KEY, CLIENT_KEY + ".pub", KNOWN_HOSTS, INVENTORY,
+                     CONNECTION_INVENTORY, SSH_CONFIG):
             (self.directory / name).unlink(missing_ok=True)
         try:
             self.directory.rmdir()
