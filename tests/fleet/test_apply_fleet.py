@@ -1,0 +1,318 @@
+"""`gpuprov apply` against faults, over real SSH on small test fleets.
+
+Every test starts its own fleet of one to three simulated nodes (tests/fleet/fleet.py) and
+runs the real CLI, `python -m gpuprov apply`, from the repository root (so its ansible.cfg
+applies), with an inventory written here that declares each node's GPUs and sharing, plus
+the fleet's connection-only inventory:
+
+- a node whose GPUs differ from the inventory fails alone; the others converge;
+- a node that dies during the run is reported unreachable, and converges once it is back;
+- a failed canary stops the rollout before the next wave touches any other node;
+- the dry run (--check --diff) leaves every file of every node as it was;
+- a converged node whose boot-time MIG restore files were changed gets them back.
+"""
+import hashlib
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleet as fleetlib  # noqa: E402  (tests/fleet is not a package)
+from test_fleet import FLEET_SKIP, fleet_test  # noqa: E402
+
+sys.path.insert(0, str(fleetlib.FAKES_PYTHON))
+import pynvml as fake_pynvml  # noqa: E402  (the fake, to read a node's GPU state)
+
+REPO_ROOT = fleetlib.REPO_ROOT
+APPLY_TIMEOUT_S = 900
+NVML_STATE = fleetlib.FAKE_ROOT + "/nvml.json"
+# What the fake tools write on reads as well, which the real ones do not have: the call log
+# (one line per call, that is its job) and the empty "<state>.lock" files they take a flock
+# on before reading their state. Nothing else on a node may change during a dry run.
+DRY_RUN_EXCLUDED = {fleetlib.FAKE_ROOT + "/calls.jsonl"}
+FAKE_LOCK_SUFFIX = ".lock"
+
+MIG_BALANCED = {"strategy": "mig", "mig": {"config": "all-balanced"}}
+TIME_SLICING = {"strategy": "time-slicing", "replicas": 4}
+# NVIDIA's all-balanced layout of an H100-80GB: profile@start.
+H100_BALANCED = ["1g.10gb@2", "1g.10gb@3", "2g.20gb@0", "3g.40gb@4"]
+H100_BALANCED_ORDER = ["2g.20gb@0", "1g.10gb@2", "1g.10gb@3", "3g.40gb@4"]  # as the plan lists them
+NUMA_KUBELET = {"cpu_manager_policy": "static", "topology_manager_policy": "single-numa-node",
+                "reserved_system_cpus": "auto"}
+
+
+def first_free_host(count):
+    """First octet of `count` free consecutive addresses, from 127.0.0.151 (8 per xdist
+    worker), apart from the ranges test_fleet.py starts at and the benchmarks' 201 and up."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    start = 151 + 8 * int(worker.lstrip("gw") or 0)
+    for first in range(start, fleetlib.LAST_HOST_OCTET - count + 2):
+        if not any(fleetlib.address_in_use("127.0.0.%d" % (first + i), fleetlib.SSH_PORT) for i in range(count)):
+            return first
+    pytest.skip("no %d free consecutive addresses 127.0.0.N:%d from .%d" % (count, fleetlib.SSH_PORT, start))
+
+
+@contextmanager
+def small_fleet(directory, nodes, hosts):
+    """Start `nodes` (fleet specs) and write an inventory declaring `hosts` ({name: vars});
+    yields (fleet, inventory arguments for gpuprov). The fleet is always stopped."""
+    if FLEET_SKIP:
+        pytest.skip(FLEET_SKIP)
+    specs = [fleetlib.node_spec_from_dict(raw, "nodes[%d]" % i) for i, raw in enumerate(nodes)]
+    fleet = fleetlib.Fleet.create(directory / "fleet", specs, first_host=first_free_host(len(specs)))
+    inventory = directory / "gpus.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, sort_keys=False))
+    fleet.up()
+    try:
+        yield fleet, ["-i", str(inventory), "-i", str(fleet.connection_inventory)]
+    finally:
+        fleet.down()
+
+
+def apply_argv(inventories, *args):
+    return [sys.executable, "-m", "gpuprov", "apply", "-q"] + list(inventories) + list(args)
+
+
+def gpuprov_apply(inventories, *args):
+    """Run `gpuprov apply -q` to the end; (exit status, stdout + stderr)."""
+    proc = subprocess.run(apply_argv(inventories, *args), cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=APPLY_TIMEOUT_S, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def summary_lines(output):
+    """{host: 'status detail'} from the SUMMARY block the progress callback prints last."""
+    lines = output.split("SUMMARY", 1)[1].splitlines()[1:]
+    found = {}
+    for line in lines:
+        words = line.split(None, 1)
+        # The callback's lines end at the first that is not "  HOST STATUS ..." (gpuprov
+        # apply adds "  not run (...)" after them).
+        if not line.startswith("  ") or len(words) < 2 or line.startswith("  not run "):
+            break
+        found[words[0]] = words[1]
+    return found
+
+
+def progress_line(host, status, task):
+    """A line the progress callback prints while the run goes on."""
+    return "%-24s %-11s %s" % (host, status, task)
+
+
+def nvml_bytes(node):
+    return node.private_path(NVML_STATE).read_bytes()
+
+
+def mig_layout(node):
+    """{GPU index: (MIG mode on, sorted 'profile@start')} from the node's fake NVML state."""
+    state = fake_pynvml.load_state(str(node.private_path(NVML_STATE)))
+
+    def profile(gpu, instance):
+        # NVML names profiles "MIG 1g.10gb"; the plan and nvidia-smi say "1g.10gb".
+        return fake_pynvml._profile_by_id(state, gpu, instance["profile_id"])["name"].replace("MIG ", "", 1)
+
+    return dict((gpu["index"], (bool(gpu["mig_current"]), sorted(
+        "%s@%d" % (profile(gpu, gi), gi["placement"]["start"]) for gi in gpu["gpu_instances"])))
+        for gpu in state["gpus"])
+
+
+def rootfs_snapshot(node):
+    """{path on the node: what is there} for everything under the node's private rootfs:
+    ('dir', mode), ('link', target) or ('file', mode, sha256 of the content)."""
+    root = node.rootfs
+    snapshot = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            node_path = "/" + os.path.relpath(path, root)
+            if node_path in DRY_RUN_EXCLUDED:
+                continue
+            info = os.lstat(path)
+            if (os.path.dirname(node_path) == fleetlib.FAKE_ROOT and node_path.endswith(FAKE_LOCK_SUFFIX)
+                    and os.path.isfile(path) and info.st_size == 0):
+                continue
+            if os.path.islink(path):
+                snapshot[node_path] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                snapshot[node_path] = ("dir", oct(info.st_mode))
+            else:
+                with open(path, "rb") as handle:
+                    snapshot[node_path] = ("file", oct(info.st_mode), hashlib.sha256(handle.read()).hexdigest())
+    return snapshot
+
+
+def snapshot_diff(before, after):
+    return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+
+
+# ---------------------------------------------------------------------------------- tests
+
+
+@fleet_test
+def test_a_node_with_other_gpus_fails_alone_and_the_others_converge(tmp_path):
+    nodes = [{"name": "h100-short", "gpus": [{"model": "H100-80GB", "count": 2}]},
+             {"name": "h100", "gpus": [{"model": "H100-80GB", "count": 1}]},
+             {"name": "t4", "gpus": [{"model": "T4", "count": 1}]}]
+    hosts = {"h100-short": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 4, "gpuprov_sharing": MIG_BALANCED},
+             "h100": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": MIG_BALANCED},
+             "t4": {"gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1, "gpuprov_sharing": TIME_SLICING}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        short = fleet.node("h100-short")
+        untouched = nvml_bytes(short)
+
+        # One wave for all; a third of the nodes may fail without stopping it.
+        code, output = gpuprov_apply(inventories, "--waves", "100%", "--max-fail-percentage", "50")
+
+        assert code == 1, output
+        summary = summary_lines(output)
+        assert summary["h100-short"].startswith("failed"), output
+        assert ("h100-short: GPU hardware does not match the inventory: the inventory declares "
+                "4x H100-80GB but the node has 2x H100-80GB") in summary["h100-short"]
+        assert summary["h100"].startswith("changed"), output
+        # Time-slicing is the device plugin's business: nothing to do on the node itself.
+        assert summary["t4"] == "unchanged    -", output
+        assert "gpuprov apply: 1 changed, 1 failed, 1 unchanged" in output, output
+        # The mismatched node was not touched; the other MIG node has the balanced layout.
+        assert nvml_bytes(short) == untouched
+        assert mig_layout(fleet.node("h100")) == {0: (True, H100_BALANCED)}
+        assert mig_layout(fleet.node("t4")) == {0: (False, [])}
+
+
+@fleet_test
+def test_a_node_lost_mid_run_is_unreachable_and_converges_once_back(tmp_path):
+    nodes = [{"name": "h100", "gpus": [{"model": "H100-80GB", "count": 2}]},
+             {"name": "t4", "gpus": [{"model": "T4", "count": 1}]}]
+    hosts = {"h100": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 2, "gpuprov_sharing": MIG_BALANCED},
+             "t4": {"gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1, "gpuprov_sharing": TIME_SLICING}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        # Start the converge, and kill the node's sshd (and all it runs) as soon as the run
+        # has changed something on it: its MIG mode is on, its layout not yet made.
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen(apply_argv(inventories, "--waves", "100%", "--max-fail-percentage", "50"),
+                                cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        killed = False
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                if not killed and line.split()[:2] == ["h100", "changed"]:
+                    fleet.kill_node("h100")
+                    killed = True
+            proc.wait(timeout=APPLY_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        output = "".join(lines)
+
+        assert killed, "the run never reported a change on h100:\n" + output
+        assert proc.returncode == 1, output
+        assert "UNREACHABLE" in output
+        summary = summary_lines(output)
+        assert summary["h100"].startswith("unreachable"), output
+        assert not summary["t4"].startswith(("failed", "unreachable")), output
+
+        fleet.start_node("h100")
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+        assert code == 0, output
+        assert summary_lines(output)["h100"].startswith("changed"), output
+        assert mig_layout(fleet.node("h100")) == {0: (True, H100_BALANCED), 1: (True, H100_BALANCED)}
+
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+        assert code == 0, output
+        assert summary_lines(output) == {"h100": "unchanged    -", "t4": "unchanged    -"}, output
+        assert "gpuprov apply: 2 unchanged" in output
+
+
+@fleet_test
+def test_a_failed_canary_stops_the_rollout_before_the_next_wave(tmp_path):
+    nodes = [{"name": "canary", "gpus": [{"model": "H100-80GB", "count": 2}]},
+             {"name": "h100", "gpus": [{"model": "H100-80GB", "count": 1}]},
+             {"name": "t4", "gpus": [{"model": "T4", "count": 1}]}]
+    hosts = {"canary": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 4, "gpuprov_sharing": MIG_BALANCED},
+             "h100": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": MIG_BALANCED},
+             "t4": {"gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1, "gpuprov_sharing": TIME_SLICING,
+                    "gpuprov_kubelet": NUMA_KUBELET}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        later = [fleet.node("h100"), fleet.node("t4")]
+        nvml_before = dict((node.name, nvml_bytes(node)) for node in later)
+        files_before = dict((node.name, rootfs_snapshot(node)) for node in later)
+
+        code, output = gpuprov_apply(inventories, "--waves", "1,100%")
+
+        assert code == 1, output
+        assert "the inventory declares 4x H100-80GB but the node has 2x H100-80GB" in output
+        assert "not run (the rollout stopped before their wave): h100, t4" in output
+        assert set(summary_lines(output)) == {"canary"}, output
+        for node in later:
+            assert nvml_bytes(node) == nvml_before[node.name], node.name
+            assert snapshot_diff(files_before[node.name], rootfs_snapshot(node)) == [], node.name
+
+
+@fleet_test
+def test_the_dry_run_changes_no_file_on_any_node(tmp_path):
+    nodes = [{"name": "h100", "gpus": [{"model": "H100-80GB", "count": 2}]},
+             {"name": "t4", "gpus": [{"model": "T4", "count": 1}]}]
+    hosts = {"h100": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 2, "gpuprov_sharing": MIG_BALANCED,
+                      "gpuprov_kubelet": NUMA_KUBELET},
+             "t4": {"gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1, "gpuprov_sharing": TIME_SLICING,
+                    "gpuprov_kubelet": NUMA_KUBELET}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        before = dict((node.name, rootfs_snapshot(node)) for node in fleet.nodes)
+        for snapshot in before.values():
+            assert {"/var/lib/kubelet/config.yaml", "/var/lib/kubelet/cpu_manager_state", NVML_STATE,
+                    fleetlib.FAKE_ROOT + "/systemd.json", "/etc/systemd/system"} <= set(snapshot)
+
+        code, output = gpuprov_apply(inventories, "--waves", "100%", "--check", "--diff")
+
+        assert code == 0, output
+        for node in fleet.nodes:
+            assert snapshot_diff(before[node.name], rootfs_snapshot(node)) == [], node.name
+        # Per node, what would change.
+        assert progress_line("h100", "would change", "Enable MIG mode: GPU 0,1: MIG enabled") in output, output
+        # MIG mode is not really enabled in check mode; a note names the layout to come.
+        notes = [line for line in output.splitlines() if progress_line("h100", "note", "") in line]
+        for gpu in (0, 1):
+            assert any("GPU %d: %s" % (gpu, " ".join(H100_BALANCED_ORDER)) in note for note in notes), output
+        for name in ("h100", "t4"):
+            assert progress_line(name, "would change", "Write the kubelet config") in output, output
+        summary = summary_lines(output)
+        assert summary["h100"].startswith("would change"), output
+        assert "Enable MIG mode" in summary["h100"] and "Write the kubelet config" in summary["h100"]
+        assert summary["t4"].startswith("would change") and "Enable MIG mode" not in summary["t4"], output
+        assert "gpuprov apply --check: 2 would change" in output
+
+
+@fleet_test
+def test_a_converged_node_gets_a_changed_boot_restore_file_back(tmp_path):
+    nodes = [{"name": "h100", "gpus": [{"model": "H100-80GB", "count": 1}]}]
+    hosts = {"h100": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": MIG_BALANCED}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        node = fleet.node("h100")
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+        assert code == 0, output
+        unit = node.private_path("/etc/systemd/system/gpuprov-mig-restore.service")
+        program = node.private_path("/usr/local/libexec/gpuprov/gpuprov-mig-restore")
+        installed = unit.read_bytes()
+
+        # The MIG layout is as planned, but the unit file was edited and the program lost
+        # its execute bit: the next run must notice and put both back.
+        unit.write_text(unit.read_text().replace("--state-file", "--state-file-edited"))
+        program.chmod(0o644)
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+
+        assert code == 0, output
+        assert progress_line("h100", "changed", "Install the MIG restore unit") in output, output
+        assert progress_line("h100", "changed", "Install the MIG restore program") in output, output
+        assert "Enable MIG mode" not in output and "Create and destroy GPU instances" not in output
+        assert unit.read_bytes() == installed
+        assert program.stat().st_mode & 0o777 == 0o755
+
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+        assert code == 0, output
+        assert summary_lines(output) == {"h100": "unchanged    -"}, output
