@@ -259,16 +259,21 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
                                   % (compat_with_cpu_manager,)])
     if compat_with_cpu_manager == "always" or (compat_with_cpu_manager == "auto" and needs_cpu_manager_compat(nodes)):
         values["compatWithCPUManager"] = True
+    _set_image(values, image_repository, image_tag, image_pull_secrets)
+    return deep_merge(values, extra_values)
+
+
+def _set_image(values, repository, tag, pull_secrets):
+    """Both charts take the same image overrides (mirrors for air-gapped clusters)."""
     image = {}
-    if image_repository:
-        image["repository"] = image_repository
-    if image_tag:
-        image["tag"] = image_tag
+    if repository:
+        image["repository"] = repository
+    if tag:
+        image["tag"] = tag
     if image:
         values["image"] = image
-    if image_pull_secrets:
-        values["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
-    return deep_merge(values, extra_values)
+    if pull_secrets:
+        values["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
 
 
 def nfd_values(image_repository=None, image_tag=None, image_pull_secrets=(), extra_values=None):
@@ -293,15 +298,7 @@ def nfd_values(image_repository=None, image_tag=None, image_pull_secrets=(), ext
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
-    image = {}
-    if image_repository:
-        image["repository"] = image_repository
-    if image_tag:
-        image["tag"] = image_tag
-    if image:
-        values["image"] = image
-    if image_pull_secrets:
-        values["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
+    _set_image(values, image_repository, image_tag, image_pull_secrets)
     return deep_merge(values, extra_values)
 
 
