@@ -865,29 +865,27 @@ def load_gpu_data(directory, nodes, label_prefix=""):
     facts, utilization, notes = {}, {}, []
     problems = []
 
-    facts_dir = os.path.join(directory, "facts")
-    for node_name, path in _node_files(facts_dir, ".json").items():
-        label = label_prefix + os.path.relpath(path, directory)
-        if node_name not in known:
-            notes.append("%s: no node %s in the snapshot; ignored" % (label, node_name))
-            continue
-        try:
-            gpus = parse_gpu_facts(_read_json(path, label), label, notes)
-            if gpus:
-                facts[node_name] = gpus
-        except SnapshotError as error:
-            problems.extend(error.problems)
+    def per_node(folder, suffix, parse):
+        """parse(path, label) for each DIR/<folder>/<node><suffix> of a known node."""
+        found = {}
+        for node_name, path in _node_files(os.path.join(directory, folder), suffix).items():
+            label = label_prefix + os.path.relpath(path, directory)
+            if node_name not in known:
+                notes.append("%s: no node %s in the snapshot; ignored" % (label, node_name))
+                continue
+            try:
+                value = parse(path, label)
+            except SnapshotError as error:
+                problems.extend(error.problems)
+                continue
+            found[node_name] = value
+        return found
 
-    utilization_dir = os.path.join(directory, "utilization")
-    for node_name, path in _node_files(utilization_dir, ".csv").items():
-        label = label_prefix + os.path.relpath(path, directory)
-        if node_name not in known:
-            notes.append("%s: no node %s in the snapshot; ignored" % (label, node_name))
-            continue
-        try:
-            utilization[node_name] = parse_utilization_csv(_read_text(path, label), label)
-        except SnapshotError as error:
-            problems.extend(error.problems)
+    # A facts file listing no GPU says nothing about the node: leave the node out.
+    facts.update((node, gpus) for node, gpus in per_node(
+        "facts", ".json", lambda path, label: parse_gpu_facts(_read_json(path, label), label, notes)).items() if gpus)
+    utilization.update(per_node("utilization", ".csv",
+                                lambda path, label: parse_utilization_csv(_read_text(path, label), label)))
 
     single = os.path.join(directory, "utilization.csv")
     if os.path.isfile(single):
