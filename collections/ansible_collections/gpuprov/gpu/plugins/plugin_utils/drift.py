@@ -94,6 +94,9 @@ def boot_drift(plan, facts, boot, unit_name=DEFAULT_RESTORE_UNIT):
         if boot.get("unit_exists"):
             items.append(_item("boot-restore", "%s is installed although the plan enables MIG on no GPU; at boot it "
                                                "would apply a stale MIG state" % unit_name))
+        elif boot.get("state_text") is not None:
+            items.append(_item("boot-restore", "the MIG state file is still there although the plan enables MIG on "
+                                               "no GPU (a converge removes it)"))
         return items
     if not boot.get("unit_exists"):
         items.append(_item("boot-restore", "%s is missing: the MIG layout will not come back after a reboot"
