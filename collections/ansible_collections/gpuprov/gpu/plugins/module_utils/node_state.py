@@ -78,7 +78,9 @@ def read_mps(params, runner, binary, warn, nvml_factory=Nvml):
     limits = result["limits"]
     modes_before = [gpu.get("compute_mode_before") for gpu in result["gpus"]]
     modes_after = [gpu.get("compute_mode_after") for gpu in result["gpus"]]
-    return {"running": bool(result["daemon"]["running"]),
+    # The check's "daemon" says what a converge would leave (running, when it would start it);
+    # the diff's "before" is what it found.
+    return {"running": bool(result["diff"]["before"]["daemon_running"]),
             "changed": limits["before"] != limits["after"] or modes_before != modes_after,
             "error": None}
 
