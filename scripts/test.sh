@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run every test: pytest (collection units, CLI, SSH fleet),
-# the MIG transition benchmark check, ansible-test sanity, ansible-lint, and every molecule
+# the MIG transition and fleet benchmark checks, ansible-test sanity, ansible-lint, and every molecule
 # scenario. Exits non-zero if any stage fails; prints a summary of the stages at the end.
 #
 # Usage: scripts/test.sh [--fast]     (--fast skips sanity and molecule)
@@ -62,6 +62,9 @@ run_molecule() {
 stage "pytest: collection unit tests" run_pytest collections/ansible_collections/gpuprov/gpu/tests/unit
 stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
+# Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping,
+# with the bench's targets (ratios, tasks per node); the full sizes run by hand.
+stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 1
 if [ $fast = 0 ]; then
     stage "ansible-test sanity" run_sanity
     stage "ansible-lint (production)" run_lint
