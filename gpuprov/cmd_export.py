@@ -9,7 +9,7 @@ import tempfile
 import click
 
 from gpuprov import render
-from gpuprov.cmd_plan import inventory_option, limit_option, load_plans
+from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 KINDS = ("device-plugin", "mig-parted", "helm-values")
@@ -140,6 +140,7 @@ def write_atomically(directory, export_file):
 @click.command()
 @inventory_option
 @limit_option
+@catalog_option
 @click.argument("kind", type=click.Choice(KINDS))
 @click.option("-o", "--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write the files into DIR (created if missing). Without it, the YAML files go to stdout "
@@ -149,7 +150,7 @@ def write_atomically(directory, export_file):
                    "mig-parted: gpu-operator].")
 @click.option("--default-config", default="exclusive", show_default=True, metavar="NAME",
               help="The device-plugin config of nodes without a label (config.default).")
-def export(inventory, limit, kind, output_dir, namespace, default_config):
+def export(inventory, limit, catalog_file, kind, output_dir, namespace, default_config):
     """Export the fleet plan for the cluster and for NVIDIA's tools.
 
     \b
@@ -167,7 +168,7 @@ def export(inventory, limit, kind, output_dir, namespace, default_config):
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, catalog_file)
     try:
         if kind == "device-plugin":
             files = _device_plugin_files(cluster, fleet, namespace, default_config)

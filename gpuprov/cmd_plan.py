@@ -72,13 +72,13 @@ def plan_table(result):
     return "\n".join(lines)
 
 
-def load_plans(inventory, limit):
+def load_plans(inventory, limit, catalog_file=None):
     """Plans for the inventory, or exit 2 with every problem listed."""
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
     from gpuprov.planning import PlanningFailed, plan_inventory
 
     try:
-        return plan_inventory(list(inventory), limit)
+        return plan_inventory(list(inventory), limit, catalog_file)
     except InventoryError as exc:
         fail_bad_input([str(exc)])
     except PlanningFailed as exc:
@@ -89,6 +89,9 @@ def load_plans(inventory, limit):
 inventory_option = click.option(
     "-i", "--inventory", "inventory", multiple=True, required=True, metavar="INVENTORY",
     help="Ansible inventory (file, folder or plugin config), as for ansible-playbook -i. Repeatable.")
+catalog_option = click.option(
+    "--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
+    help="A YAML file of GPU models to add to the built-in catalog (as gpuprov_catalog_file does per host).")
 limit_option = click.option("-l", "--limit", metavar="PATTERN",
                             help="Only these hosts (an Ansible host pattern, e.g. 'gpu_a100:!gpu-a100-02').")
 
@@ -96,9 +99,10 @@ limit_option = click.option("-l", "--limit", metavar="PATTERN",
 @click.command()
 @inventory_option
 @limit_option
+@catalog_option
 @click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True,
               help="table for people; json/yaml for tools (see the JSON contract in the README).")
-def plan(inventory, limit, output):
+def plan(inventory, limit, catalog_file, output):
     """Render and validate every node's plan from the inventory, offline.
 
     Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
@@ -110,5 +114,5 @@ def plan(inventory, limit, output):
     Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
     `HOST: FIELD: reason`.
     """
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, catalog_file)
     render.emit(fleet.result, output, plan_table)

@@ -32,7 +32,7 @@ import os
 import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, user_catalog
 
 STRATEGIES = ("exclusive", "time-slicing", "mps", "mig")
 SHARING_KEYS = {"strategy", "replicas", "mig", "time_slicing_replicas", "mps"}
@@ -146,8 +146,12 @@ class _Collector:
         self.problems.append(Problem(self.host, field, reason))
 
 
-def parse_models(host, hostvars, out):
-    """The node's GPU models, one per GPU index, from gpuprov_gpu_model/count or gpuprov_gpus."""
+def parse_models(host, hostvars, out, models_catalog=None):
+    """The node's GPU models, one per GPU index, from gpuprov_gpu_model/count or gpuprov_gpus.
+
+    ``models_catalog``: a user_catalog.UserCatalog with the user's models, or None (built-ins).
+    """
+    models_catalog = models_catalog or catalog
     has_single = "gpuprov_gpu_model" in hostvars or "gpuprov_gpu_count" in hostvars
     has_list = "gpuprov_gpus" in hostvars
     if has_single and has_list:
@@ -178,7 +182,7 @@ def parse_models(host, hostvars, out):
     ok = True
     for mfield, name, cfield, count in specs:
         try:
-            model = catalog.lookup(name)
+            model = models_catalog.lookup(name)
         except catalog.UnknownModelError as exc:
             out.add(mfield, str(exc))
             ok = False
@@ -192,10 +196,17 @@ def parse_models(host, hostvars, out):
     return models if ok else None
 
 
-def parse_intent(host, hostvars, base_dir=None, file_cache=None):
-    """Build a NodeIntent from a host's variables. Returns (intent or None, [Problem])."""
+def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=None):
+    """Build a NodeIntent from a host's variables. Returns (intent or None, [Problem]).
+
+    ``user_models``: a user_catalog.UserCatalog from ``--catalog`` (the host's own
+    ``gpuprov_catalog_file`` adds to it).
+    """
     out = _Collector(host)
-    models = parse_models(host, hostvars, out)
+    models_catalog, catalog_problems = user_catalog.for_host(hostvars, base_dir, file_cache, user_models)
+    for reason in catalog_problems:
+        out.add(user_catalog.CATALOG_FILE_VAR, reason)
+    models = parse_models(host, hostvars, out, models_catalog)
 
     sharing = hostvars.get("gpuprov_sharing", {"strategy": "exclusive"})
     if sharing is None:
