@@ -14,6 +14,9 @@ def layout_text(plan):
         return "mps x%d (%s)" % (plan["mps"]["replicas"], plan["mps"]["provider"])
     if strategy == "exclusive":
         return "whole GPUs"
+    if strategy == "hami":
+        hami = plan["hami"]
+        return "hami x%d (memory x%g, cores x%g)" % (hami["split_count"], hami["memory_scaling"], hami["core_scaling"])
     groups = []
     for gpu in plan["gpus"]:
         mig = gpu["mig"]
@@ -30,6 +33,8 @@ def layout_text(plan):
             groups.append([text, 1])
     text = " ".join("%dx %s" % (n, t) for t, n in groups)
     ts = plan["mig"]["time_slicing_replicas"]
+    if isinstance(ts, dict):
+        return text + " + time-slicing " + ",".join("%s x%d" % (k, v) for k, v in sorted(ts.items()))
     return text + (" + time-slicing x%d" % ts if ts else "")
 
 
@@ -46,7 +51,8 @@ def plan_table(result):
         resources = ", ".join("%s=%d" % (k.replace("nvidia.com/", ""), v) for k, v in plan["resources"].items())
         disruptive = [s["action"] for s in plan["actions"] if s["disruptive"] and s["action"] != "drain"]
         rows.append([host, _gpus_text(plan), plan["strategy"], layout_text(plan), resources,
-                     plan["device_plugin"]["config_name"], ",".join(disruptive) or "-", len(plan["warnings"])])
+                     plan["device_plugin"]["config_name"] if plan["device_plugin"] else "- (%s)" % plan["sharing_provider"],
+                     ",".join(disruptive) or "-", len(plan["warnings"])])
     lines = [render.table(["NODE", "GPUS", "STRATEGY", "LAYOUT", "ADVERTISES", "DP CONFIG", "DISRUPTIVE STEPS", "WARN"],
                           rows)]
     summary = result["summary"]
@@ -57,6 +63,17 @@ def plan_table(result):
     lines.append("Advertised: %s" % (", ".join("%s %d" % (k, v) for k, v in summary["resources"].items()) or "nothing"))
     lines.append("Device-plugin configs: %s" % ", ".join(
         "%s (%d node%s)" % (k, v, "" if v == 1 else "s") for k, v in summary["device_plugin_configs"].items()))
+    slots = [(host, s) for host, plan in result["nodes"].items() for s in plan.get("slots") or []]
+    if slots:
+        lines.append("Memory per shared slot:")
+        seen = {}
+        for host, s in slots:
+            text = "%s: %d slots/device, %.2f GiB/slot" % (s["resource"], s["replicas"], s["memory_gib_per_slot"])
+            seen.setdefault(text, []).append(host)
+        for text, hosts in seen.items():
+            unique = sorted(set(hosts), key=hosts.index)
+            where = unique[0] if len(unique) == 1 else "%s (+%d more)" % (unique[0], len(unique) - 1)
+            lines.append("  %s: %s" % (where, text))
     if result.get("skipped_hosts"):
         lines.append("Skipped (no gpuprov_ variables): %s" % ", ".join(result["skipped_hosts"]))
     warnings = [(host, w) for host, plan in result["nodes"].items() for w in plan["warnings"]]
