@@ -5,7 +5,7 @@ import yaml
 
 from test_plan_cli import write_inventory
 
-MODEL = {"name": "RTX-5880-Ada", "memory": "48G", "compute_capability": "8.9",
+MODEL = {"name": "RTX-5880-Ada", "memory": "48Gi", "compute_capability": "8.9",
          "nvidia_smi_names": ["NVIDIA RTX 5880 Ada Generation"], "pci_device_id": "0x26BB"}
 
 

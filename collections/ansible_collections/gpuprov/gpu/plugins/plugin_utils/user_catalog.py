@@ -8,7 +8,7 @@ that plan)::
 
     models:
       - name: RTX-5880-Ada                 # catalog key: letters, digits, '-', '.', '_'
-        memory: 48G                        # or memory_mib: 49140
+        memory: 48Gi                       # a Kubernetes quantity, or memory_mib: 49140
         compute_capability: "8.9"
         nvidia_smi_names: ["NVIDIA RTX 5880 Ada Generation"]   # optional; default "NVIDIA <name>"
         aliases: [RTX5880]                 # optional
@@ -30,6 +30,7 @@ import re
 
 import yaml
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 
 ENTRY_KEYS = {"name", "description", "memory", "memory_mib", "compute_capability", "architecture",
@@ -38,7 +39,6 @@ ARCHITECTURES = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ad
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CC_RE = re.compile(r"^([1-9][0-9]?)\.([0-9])$")
 _PCI_RE = re.compile(r"^(?:0x)?([0-9a-f]{4})$", re.IGNORECASE)
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(MiB|Mi|M|GiB|Gi|G)\s*$", re.IGNORECASE)
 # A GPU with more memory than this is a typo (the largest in the catalog has 180 GB).
 MAX_MEMORY_MIB = 1024 * 1024
 
@@ -52,15 +52,11 @@ class CatalogFileError(ValueError):
 
 
 def _memory_mib(value):
-    if isinstance(value, bool):
+    """A Kubernetes memory quantity (48Gi, 49140Mi) -> whole MiB, or None."""
+    try:
+        return int(k8s_quantity(value) / (1024 * 1024))
+    except ValueError:
         return None
-    if isinstance(value, int):
-        return value
-    match = _MEMORY_RE.match(str(value))
-    if not match:
-        return None
-    number = float(match.group(1))
-    return int(number * 1024) if match.group(2).upper().startswith("G") else int(number)
 
 
 def _strings(value):
@@ -97,14 +93,14 @@ def parse_models(document, source):
         if unknown:
             bad(field, "unknown key(s) %s; allowed: %s" % (", ".join(map(str, unknown)), ", ".join(sorted(ENTRY_KEYS))))
         if ("memory" in entry) == ("memory_mib" in entry):
-            bad(field + ".memory", "set exactly one of memory (e.g. 48G, 24564M) or memory_mib")
+            bad(field + ".memory", "set exactly one of memory (a quantity such as 48Gi or 24564Mi) or memory_mib")
             memory = None
         else:
             raw = entry.get("memory", entry.get("memory_mib"))
             memory = _memory_mib(raw) if "memory" in entry else (raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
             if memory is None or not 1024 <= memory <= MAX_MEMORY_MIB:
                 bad(field + (".memory" if "memory" in entry else ".memory_mib"),
-                    "must be a size from 1G to 1024G (e.g. 48G or 49140M), got %r" % (raw,))
+                    "must be a size from 1Gi to 1024Gi (e.g. 48Gi or 49140Mi), got %r" % (raw,))
                 memory = None
         cc = entry.get("compute_capability")
         if not isinstance(cc, str) or not _CC_RE.match(cc):

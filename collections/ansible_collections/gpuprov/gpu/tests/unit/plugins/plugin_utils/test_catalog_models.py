@@ -87,7 +87,7 @@ def _write(tmp_path, document, name="gpus.yml"):
     return str(path)
 
 
-GOOD = {"models": [{"name": "RTX-5880-Ada", "memory": "48G", "compute_capability": "8.9",
+GOOD = {"models": [{"name": "RTX-5880-Ada", "memory": "48Gi", "compute_capability": "8.9",
                     "nvidia_smi_names": ["NVIDIA RTX 5880 Ada Generation"], "aliases": ["RTX5880"],
                     "pci_device_id": "0x26BB"}]}
 
@@ -110,7 +110,7 @@ def test_yaml_hex_pci_id_reads_as_integer(tmp_path):
 
 @pytest.mark.parametrize("change, field, words", [
     ({"memory": "lots"}, "models[0](RTX-5880-Ada).memory", "size"),
-    ({"memory": "0G"}, "models[0](RTX-5880-Ada).memory", "size"),
+    ({"memory": "0Gi"}, "models[0](RTX-5880-Ada).memory", "size"),
     ({"memory_mib": 49152}, "models[0](RTX-5880-Ada).memory", "exactly one"),
     ({"compute_capability": 8.9}, "models[0](RTX-5880-Ada).compute_capability", "string"),
     ({"pci_device_id": "0x26B"}, "models[0](RTX-5880-Ada).pci_device_id", "PCI device id"),
