@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
@@ -67,6 +67,19 @@ def _parse_pool(raw, problems):
         elif not _is_int(count) or count < 1:
             problems.append("%s: count: must be a positive integer or `unlimited`, got %r" % (field, count))
             count = None
+        numa = entry.get("numa_nodes")
+        if numa is not None:
+            if not _is_int(numa) or numa < 1:
+                problems.append("%s: numa_nodes: must be a positive integer, got %r" % (field, numa))
+                numa = None
+            elif not _is_int(entry.get("gpus_per_node")) or entry["gpus_per_node"] % numa:
+                problems.append("%s: numa_nodes: needs gpus_per_node, a multiple of %d (GPUs split evenly, in "
+                                "index order, among the NUMA nodes)" % (field, numa))
+                numa = None
+        cpu_policy = entry.get("cpu_manager_policy", "none")
+        if cpu_policy not in ("none", "static"):
+            problems.append("%s: cpu_manager_policy: must be none or static, got %r" % (field, cpu_policy))
+            cpu_policy = "none"
         per_node = entry.get("gpus_per_node")
         if per_node is not None:
             if not _is_int(per_node) or per_node < 1:
@@ -81,7 +94,7 @@ def _parse_pool(raw, problems):
                                 % (field, model.key, seen[model.key]))
                 continue
             seen[model.key] = field
-            pool.append(PoolEntry(model, count, per_node, field))
+            pool.append(PoolEntry(model, count, per_node, field, numa, cpu_policy))
     return pool
 
 
@@ -142,8 +155,40 @@ def _parse_workloads(raw, problems):
         if not _is_int(replicas) or replicas < 1:
             problems.append("%s: replicas: must be a positive integer, got %r" % (where, replicas))
             ok = False
+        gpus = entry.get("gpus", 1)
+        if not _is_int(gpus) or not 1 <= gpus <= 64:
+            problems.append("%s: gpus: must be an integer from 1 (whole GPUs of one node, e.g. 2 for tensor "
+                            "parallel), got %r" % (where, gpus))
+            ok = False
+        elif gpus > 1:
+            if isolation == "hard":
+                problems.append("%s: gpus: a MIG instance is part of one GPU; %d whole GPUs are isolated already: "
+                                "use isolation: soft" % (where, gpus))
+                ok = False
+            if compute is not None:
+                problems.append("%s: compute: a workload on %d whole GPUs has all their compute; remove compute"
+                                % (where, gpus))
+                ok = False
+        image = entry.get("image")
+        if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
+            problems.append("%s: image: must be a container image reference, got %r" % (where, image))
+            ok = False
+        cpu = entry.get("cpu")
+        if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1024):
+            problems.append("%s: cpu: must be a number of CPU cores above 0, got %r" % (where, cpu))
+            ok = False
+        host_memory = entry.get("host_memory")
+        if host_memory is not None:
+            try:
+                if k8s_quantity(host_memory) <= 0:
+                    raise ValueError("must be above 0")
+            except ValueError:
+                problems.append("%s: host_memory: must be a Kubernetes memory quantity such as 16Gi, got %r"
+                                % (where, host_memory))
+                ok = False
         if ok:
-            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas))
+            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas, gpus, image, cpu,
+                                      host_memory))
     return workloads
 
 
