@@ -218,6 +218,10 @@ def node_vars(node):
         variables["gpuprov_sharing"] = {"strategy": "hami", "hami": {"split_count": max(2, node.replicas)}}
     else:
         variables["gpuprov_sharing"] = {"strategy": "exclusive"}
+    if node.view.entry.cpu_manager_policy == "static":
+        # `fit -o pods` makes Guaranteed pods with whole CPUs for these nodes; pinning needs this.
+        variables["gpuprov_kubelet"] = {"cpu_manager_policy": "static", "reserved_system_cpus": "auto",
+                                        "topology_manager_policy": "single-numa-node"}
     return variables
 
 

@@ -134,6 +134,7 @@ def explanation(result):
 
 def as_dict(result, source=None):
     gpus = []
+    nodes_by_host = dict((n.host, n) for n in result.nodes)
     for k, gpu in enumerate(result.gpus):
         used = sum(i.memory_mib for i in gpu.items)
         entry = {
@@ -160,13 +161,17 @@ def as_dict(result, source=None):
             entry["workloads"] = [{"name": item.name, "workload": item.workload.name,
                                    "memory_gib": round(item.memory_mib / MIB_PER_GIB, 2),
                                    "isolation": item.workload.isolation, "profile": g.names[p],
-                                   "resource": resource_name(gpu, p)}
+                                   "resource": resource_name(gpu, p), "resources": item_resources(gpu, item, p)}
                                   for item, p, _inst in gpu.placements]
         else:
             entry["workloads"] = [{"name": item.name, "workload": item.workload.name,
                                    "memory_gib": round(item.memory_mib / MIB_PER_GIB, 2),
-                                   "isolation": item.workload.isolation, "resource": "nvidia.com/gpu"}
+                                   "isolation": item.workload.isolation, "resource": "nvidia.com/gpu",
+                                   "resources": item_resources(gpu, item)}
                                   for item in gpu.items]
+        numa = numa_node(gpu, nodes_by_host)
+        if numa is not None:
+            entry["numa_node"] = numa
         gpus.append(entry)
     return {
         "format": FIT_FORMAT_VERSION,
