@@ -9,7 +9,8 @@ def layout_text(plan):
     """A short description of a node's sharing, e.g. `8x [3g.40gb 2g.20gb 1g.10gb 1g.10gb]`."""
     strategy = plan["strategy"]
     if strategy == "time-slicing":
-        return "time-slicing x%d" % (plan["resources"]["nvidia.com/gpu"] // plan["gpu_count"])
+        # From the slots: with rename_by_default the resource is nvidia.com/gpu.shared.
+        return "time-slicing x%d" % max(slot["replicas"] for slot in plan["slots"])
     if strategy == "mps":
         return "mps x%d (%s)" % (plan["mps"]["replicas"], plan["mps"]["provider"])
     if strategy == "exclusive":

@@ -41,3 +41,18 @@ def test_catalog_lists_user_models(gpuprov, tmp_path):
     assert code == 0 and keys[-1] == "RTX-5880-Ada" and "L20" in keys
     code, out, _err = gpuprov("catalog", "0x26BB", "--catalog", str(catalog_file))
     assert code == 0 and "RTX-5880-Ada" in out and "MIG: not supported" in out
+
+
+def test_plan_table_of_the_sharing_example(gpuprov):
+    # Per-profile time-slicing, renamed shared resources and HAMi nodes in one table.
+    import os
+
+    from testlib import REPO
+
+    code, out, err = gpuprov("plan", "-i", os.path.join(REPO, "examples", "sharing", "inventory.yml"))
+    assert code == 0, err
+    rows = dict((line.split()[0], line) for line in out.splitlines() if line.startswith("gpu-"))
+    assert "time-slicing 1g.10gb x4" in rows["gpu-h800-01"]
+    assert "time-slicing x4" in rows["gpu-4090-01"] and "gpu.shared=16" in rows["gpu-4090-01"]
+    assert "hami x6" in rows["gpu-l20-01"] and "- (hami)" in rows["gpu-l20-01"]
+    assert "gpu-h800-01: nvidia.com/mig-1g.10gb: 4 slots/device, 2.44 GiB/slot" in out
