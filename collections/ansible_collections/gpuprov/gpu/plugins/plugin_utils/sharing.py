@@ -12,8 +12,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import sharing_device_plugin, sharing_hami
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.sharing_base import (  # noqa: F401 (re-exported)
-    SLOT_MEMORY_FLOOR_GIB, SharingProvider)
 
 _ALL = (sharing_device_plugin.DevicePluginProvider(), sharing_hami.HamiProvider())
 PROVIDERS = dict((strategy, p) for p in _ALL for strategy in p.strategies)

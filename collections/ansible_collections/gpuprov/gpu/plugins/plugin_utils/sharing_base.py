@@ -35,8 +35,8 @@ class SharingProvider:
     #: ``gpuprov_sharing`` keys it owns beyond ``strategy``
     keys = ()
 
-    def parse(self, sharing, strategy, models, out):
-        """Check the provider's keys of ``sharing``; return its options (plain data, hashable
+    def parse(self, sharing_vars, strategy, models, out):
+        """Check the provider's keys of ``sharing_vars`` (gpuprov_sharing); return its options (plain data, hashable
         once frozen) for NodeIntent.options. ``out.add(field, reason)`` records a problem."""
         raise NotImplementedError
 

@@ -39,6 +39,9 @@ ARCHITECTURES = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ad
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CC_RE = re.compile(r"^([1-9][0-9]?)\.([0-9])$")
 _PCI_RE = re.compile(r"^(?:0x)?([0-9a-f]{4})$", re.IGNORECASE)
+CATALOG_FILE_VAR = "gpuprov_catalog_file"
+# The extra variable `gpuprov apply --catalog FILE` hands the node_plan action (not an inventory variable).
+CLI_CATALOG_VAR = "gpuprov_cli_catalog_file"
 # A GPU with more memory than this is a typo (the largest in the catalog has 180 GB).
 MAX_MEMORY_MIB = 1024 * 1024
 
@@ -253,9 +256,6 @@ class UserCatalog:
         return difflib.get_close_matches(text, [m.key for m in self.models], n=3, cutoff=0.5)
 
 
-CATALOG_FILE_VAR = "gpuprov_catalog_file"
-
-
 def for_host(hostvars, base_dir=None, file_cache=None, extra=None):
     """(UserCatalog or None, [problem]) for a host: ``extra`` (from --catalog) plus the models of
     the host's ``gpuprov_catalog_file`` (relative to the inventory's folder)."""
@@ -282,6 +282,3 @@ def for_host(hostvars, base_dir=None, file_cache=None, extra=None):
         return extra.merged(found), []
     except CatalogFileError as exc:
         return extra, exc.problems
-
-# The extra variable `gpuprov apply --catalog FILE` hands the node_plan action (not an inventory variable).
-CLI_CATALOG_VAR = "gpuprov_cli_catalog_file"
