@@ -319,3 +319,26 @@ def test_hami_nodes_get_hami_and_not_the_nvidia_plugin(tmp_path):
 
     proc, recap = fake.run()
     assert proc.returncode == 0 and recap["gpu-a100-01"]["changed"] == 0, proc.stdout
+
+
+def test_device_plugin_playbook_plans_hami_and_nvidia_nodes(tmp_path):
+    # The collection's playbook plans every host with the node_plan action and hands the role
+    # the device-plugin configs of the nodes that have one (HAMi nodes have none).
+    hosts = dict((h, dict(v, ansible_connection="local", ansible_python_interpreter=sys.executable))
+                 for h, v in HAMI_HOSTS.items())
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    state = tmp_path / "cluster.json"
+    state.write_text(json.dumps({"nodes": dict((h, {"labels": {}}) for h in HAMI_HOSTS)}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([STUBS, os.path.join(REPO, "collections")]),
+               GPUPROV_FAKE_K8S_STATE=str(state), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    proc = subprocess.run([_ansible_playbook(), "-i", str(inventory), "gpuprov.gpu.device_plugin",
+                           "-e", "gpuprov_kubeconfig=%s" % (tmp_path / "kubeconfig")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cluster_state = json.loads(state.read_text())
+    assert cluster_state["nodes"]["gpu-l40s-01"]["labels"]["gpu"] == "on"
+    nvidia = [r for r in cluster_state["releases"].values() if r["chart"] == "nvidia-device-plugin"][0]
+    assert set(nvidia["values"]["config"]["map"]) == {"exclusive", "ts-4"}
+    assert "kube-system/hami" in cluster_state["releases"]

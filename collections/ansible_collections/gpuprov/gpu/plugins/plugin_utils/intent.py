@@ -36,8 +36,8 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migpar
 
 # Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
 # keys it owns (time_slicing_replicas, device_plugin, hami).
-STRATEGIES = ("exclusive", "time-slicing", "mps", "mig", "hami")
-SHARING_KEYS = {"strategy", "replicas", "mig", "time_slicing_replicas", "mps", "device_plugin", "hami"}
+STRATEGIES = sharing_mod.strategies()  # exclusive, time-slicing, mps, mig, hami
+SHARING_KEYS = {"strategy", "replicas", "mig", "mps"} | set(sharing_mod.owned_keys())
 MIG_KEYS = {"config", "devices", "strategy"}
 MPS_KEYS = {"provider", "active_thread_percentage", "pinned_memory_limit"}
 MPS_PROVIDERS = ("device-plugin", "host")
