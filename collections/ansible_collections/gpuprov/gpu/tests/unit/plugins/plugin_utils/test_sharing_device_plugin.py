@@ -30,8 +30,13 @@ def assert_plugin_accepts(config):
     assert device_plugin_schema.semantic_problems(config) == []
 
 
-def test_every_strategy_has_a_provider():
-    assert set(STRATEGIES) == set(sharing.strategies())
+def test_unknown_strategy_names_every_providers_strategies():
+    _node, problems = plan({"strategy": "dra"})
+    assert problems == ["n1: gpuprov_sharing.strategy: unknown strategy 'dra'; choose one of "
+                        "exclusive, time-slicing, mps, mig, hami"]
+    # Each strategy has exactly one provider, and each provider key one owner.
+    owners = [p.name for p in sharing.providers() for _s in p.strategies]
+    assert len(owners) == len(STRATEGIES)
 
 
 def test_mapping_time_slices_only_the_named_profile():
