@@ -272,6 +272,8 @@ MODELS = [
              ["Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "Tesla V100S-PCIE-32GB"],
              [0x1DB5, 0x1DB6, 0x1DF6], ["V100S"]),
     GpuModel("A10", "NVIDIA A10 24GB", 23028, "8.6", "ampere", ["NVIDIA A10"], [0x2236]),
+    # A16, A40, RTX A6000, RTX 3090, L20: memory MiB as nvidia-smi reports it in user posts,
+    # compute capability from NVIDIA's CUDA GPUs list (both UNVERIFIED here).
     GpuModel("A16", "NVIDIA A16 (one of the board's four 16GB GPUs)", 15356, "8.6", "ampere",
              ["NVIDIA A16"], [0x25B6], ["A16-16GB"]),  # 0x25B6 is shared with the A2 (PCI ID database)
     GpuModel("A40", "NVIDIA A40 48GB", 46068, "8.6", "ampere", ["NVIDIA A40"], [0x2235], ["A40-48GB"]),
