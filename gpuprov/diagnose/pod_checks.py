@@ -147,7 +147,7 @@ def analyse_pod(pod, states, node_results, event):
             result["summary"] = "the nodes it may use are fully allocated and their GPU memory is full: " \
                                 "time-slicing will not help"
             result["remedy"] = make_remedy("see node(s) %s: MIG or MPS with memory limits might help, otherwise "
-                                       "add GPUs" % ", ".join(sorted(verdicts)))
+                                           "add GPUs" % ", ".join(sorted(verdicts)))
             return result
         result["check"] = "allocation"
         result["status"] = "allocation-bound"
@@ -169,15 +169,15 @@ def analyse_pod(pod, states, node_results, event):
             slots = sum(r["remedy"]["added_slots"] for r in helping)
             parts = ["%s on %s" % (r["remedy"]["inventory"], r["name"]) for r in helping]
             result["remedy"] = make_remedy("sharing adds %s: %s" % (format_slots(slots), "; ".join(parts)),
-                                       added_slots=slots)
+                                           added_slots=slots)
             others = [r for r in verdicts.values() if r not in helping]
             if others:
                 result["remedy"]["summary"] += " (not on %s: %s)" % (
                     ", ".join(r["name"] for r in others), "; ".join(sorted({r.get("status", "") for r in others})))
         else:
             result["remedy"] = make_remedy("no node it may use has room for sharing (%s): add GPUs"
-                                       % "; ".join("%s %s" % (r["name"], r.get("status", ""))
-                                                   for r in verdicts.values()))
+                                           % "; ".join("%s %s" % (r["name"], r.get("status", ""))
+                                                       for r in verdicts.values()))
         if free_elsewhere:
             result["remedy"]["summary"] += "; or open %s to it (see that node)" % ", ".join(free_elsewhere)
         return result
