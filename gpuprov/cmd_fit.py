@@ -59,6 +59,8 @@ def write_atomically(path, text):
               help="table for people; json/yaml for tools; inventory: an Ansible inventory `gpuprov plan -i` reads; "
                    "pods: one Deployment per workload with the resources and node fit chose.")
 @click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods).")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A YAML file of GPU models to add to the built-in catalog (pool models may name them).")
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
 @click.option("--method", type=click.Choice(fit_mod.METHODS), default="auto", show_default=True,
@@ -68,7 +70,7 @@ def write_atomically(path, text):
               help="How soft workloads share a GPU without MIG. mps: equal shares, each workload must fit "
                    "memory/N and compute 1/N. hami: HAMi caps each workload's memory and cores "
                    "(up to 10 per GPU); pods ask for nvidia.com/gpumem and gpucores.")
-def fit(workloads_file, output, write_path, method, soft_sharing, namespace):
+def fit(workloads_file, output, write_path, method, soft_sharing, namespace, catalog_file):
     """Pack workloads onto the fewest GPUs and write the inventory for them.
 
     WORKLOADS_FILE (YAML or JSON) lists workloads and the GPU pool:
@@ -103,8 +105,14 @@ def fit(workloads_file, output, write_path, method, soft_sharing, namespace):
     Exit status: 0 when everything fits; 2 on bad input (every problem listed as
     `workload NAME: FIELD: reason`) or when the pool is too small.
     """
+    from gpuprov.planning import PlanningFailed, load_user_catalog
+
     try:
-        workloads, pool = fit_mod.load_input(workloads_file)
+        models_catalog = load_user_catalog(catalog_file)
+    except PlanningFailed as exc:
+        fail_bad_input(exc.problems)
+    try:
+        workloads, pool = fit_mod.load_input(workloads_file, models_catalog)
         result = fit_mod.fit(workloads, pool, method=method, soft_sharing=soft_sharing)
     except fit_mod.FitInputError as exc:
         fail_bad_input(exc.problems, header="gpuprov fit: %d problem(s) in %s; nothing was fitted:"

@@ -56,3 +56,17 @@ def test_plan_table_of_the_sharing_example(gpuprov):
     assert "time-slicing x4" in rows["gpu-4090-01"] and "gpu.shared=16" in rows["gpu-4090-01"]
     assert "hami x6" in rows["gpu-l20-01"] and "- (hami)" in rows["gpu-l20-01"]
     assert "gpu-h800-01: nvidia.com/mig-1g.10gb: 4 slots/device, 2.44 GiB/slot" in out
+
+
+def test_fit_pool_of_a_user_model(gpuprov, tmp_path):
+    catalog_file = tmp_path / "gpus.yml"
+    catalog_file.write_text(yaml.safe_dump({"models": [MODEL]}))
+    workloads = tmp_path / "w.yaml"
+    workloads.write_text(yaml.safe_dump({"workloads": [{"name": "A", "memory": 30}, {"name": "B", "memory": 16}],
+                                         "pool": {"model": "RTX-5880-Ada"}}))
+    code, _out, err = gpuprov("fit", str(workloads))
+    assert code == 2 and "pool: model: unknown GPU model 'RTX-5880-Ada'" in err
+    code, out, err = gpuprov("fit", str(workloads), "--catalog", str(catalog_file), "-o", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["gpus_used"] == 1 and data["gpus"][0]["model"] == "RTX-5880-Ada"  # 46 GiB on 48

@@ -15,8 +15,11 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_input(data, source="input"):
-    """{workloads: [...], pool: ...} -> ([Workload], [PoolEntry]). Raises FitInputError."""
+def parse_input(data, source="input", models_catalog=None):
+    """{workloads: [...], pool: ...} -> ([Workload], [PoolEntry]). Raises FitInputError.
+
+    ``models_catalog``: a user_catalog.UserCatalog when `--catalog` adds models (None: built-ins).
+    """
     problems = []
     if not isinstance(data, dict):
         raise FitInputError(["%s: expected a mapping with `workloads:` and `pool:`" % source])
@@ -24,7 +27,7 @@ def parse_input(data, source="input"):
     if unknown:
         problems.append("%s: unknown key(s) %s; allowed: workloads, pool" % (source, ", ".join(unknown)))
     pool_problems = []
-    pool = _parse_pool(data.get("pool"), pool_problems)
+    pool = _parse_pool(data.get("pool"), pool_problems, models_catalog or catalog)
     problems.extend(pool_problems)
     workloads = _parse_workloads(data.get("workloads"), problems)
     if not pool_problems:
@@ -35,7 +38,7 @@ def parse_input(data, source="input"):
     return workloads, pool
 
 
-def _parse_pool(raw, problems):
+def _parse_pool(raw, problems, models_catalog):
     if raw is None:
         problems.append("pool: required: the GPUs to pack onto, e.g. {model: A100-80GB, count: unlimited} "
                         "or a list of {model, count}")
@@ -58,7 +61,7 @@ def _parse_pool(raw, problems):
             problems.append("%s: model: required (see `gpuprov catalog`)" % field)
         else:
             try:
-                model = catalog.lookup(entry["model"])
+                model = models_catalog.lookup(entry["model"])
             except catalog.UnknownModelError as exc:
                 problems.append("%s: model: %s" % (field, exc))
         count = entry.get("count", "unlimited")
@@ -192,7 +195,7 @@ def _parse_workloads(raw, problems):
     return workloads
 
 
-def load_input(path):
+def load_input(path, models_catalog=None):
     """Read a YAML or JSON workloads file. Raises FitInputError naming the file."""
     kind = "JSON" if path.endswith(".json") else "YAML"
     try:
@@ -205,4 +208,4 @@ def load_input(path):
         raise FitInputError(["%s: cannot read: %s" % (path, exc)]) from None
     except (ValueError, yaml.YAMLError) as exc:
         raise FitInputError(["%s: not valid %s: %s" % (path, kind, " ".join(str(exc).split()))]) from None
-    return parse_input(data, path)
+    return parse_input(data, path, models_catalog)
