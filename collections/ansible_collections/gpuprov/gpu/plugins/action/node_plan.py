@@ -26,6 +26,7 @@ except ImportError:  # ansible-core < 2.19: every string is a template
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import live
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_state
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import user_catalog
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import VAR_PREFIX, plain
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.planner import Planner
@@ -70,7 +71,10 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="gpu_facts and read_node are mutually exclusive: read_node reads them")
             return result
 
-        plan, problems = self._plan(host, task_vars)
+        plan, problems, models_catalog, error = self._plan(host, task_vars)
+        if error:
+            result.update(failed=True, msg=error)
+            return result
         if problems:
             result.update(failed=True, problems=[str(p) for p in problems],
                           msg="%s: the inventory's GPU settings do not plan (`gpuprov plan` shows the same): %s"
@@ -81,7 +85,7 @@ class ActionModule(ActionBase):
         result["changed"] = False
         answer = None
         if read_node:
-            answer = self._read_node(plan, task_vars)
+            answer = self._read_node(plan, task_vars, models_catalog)
             if answer.get("failed"):
                 failed = dict((k, v) for k, v in answer.items() if not k.startswith("_"))
                 failed["msg"] = "%s: reading the node failed: %s" % (host, answer.get("msg", "no message"))
@@ -94,12 +98,13 @@ class ActionModule(ActionBase):
             if facts is None:
                 return result
 
-        mismatch = live.hardware_mismatch(plan, facts)
+        mismatch = live.hardware_mismatch(plan, facts, models_catalog)
         if mismatch:
             result["ansible_facts"]["gpuprov_node_changes"] = None
             if read_node:
                 result["ansible_facts"]["gpuprov_status"] = node_state.compare(
-                    plan, facts, answer, [], answer["_restore_unit"], unread=answer["_unread"])
+                    plan, facts, answer, [], answer["_restore_unit"], unread=answer["_unread"],
+                    models_catalog=models_catalog)
             if fail_on_mismatch:
                 result.update(failed=True, msg="%s: GPU hardware does not match the inventory: %s" % (host, mismatch))
             else:
@@ -115,7 +120,8 @@ class ActionModule(ActionBase):
         result["ansible_facts"]["gpuprov_node_changes"] = changes
         if read_node:
             status = node_state.compare(plan, facts, answer, answer["_expected_restore_files"],
-                                        answer["_restore_unit"], unread=answer["_unread"])
+                                        answer["_restore_unit"], unread=answer["_unread"],
+                                        models_catalog=models_catalog)
             result["ansible_facts"]["gpuprov_status"] = status
             # A converge may stop here only when nothing differs. The host MPS daemon's unit and
             # environment files are templates only the gpu_mps role renders, so a node with
@@ -124,17 +130,28 @@ class ActionModule(ActionBase):
         return result
 
     def _plan(self, host, task_vars):
+        """(plan, problems, the host's GPU models catalog, error message)."""
         variables = {}
         for key in task_vars:
             if key.startswith(VAR_PREFIX) and key not in _FACTS:
                 variables[key] = plain(self._templar.template(task_vars[key]))
-        intent, problems = parse_intent(host, variables, task_vars.get("inventory_dir"))
+        # `gpuprov apply --catalog FILE` passes its file for every host (user_catalog.CLI_CATALOG_VAR).
+        cli_catalog = variables.pop(user_catalog.CLI_CATALOG_VAR, None)
+        user_models = None
+        if cli_catalog:
+            try:
+                user_models = user_catalog.UserCatalog(user_catalog.load_file(cli_catalog))
+            except user_catalog.CatalogFileError as exc:
+                return None, [], None, "%s: %s" % (host, "; ".join(exc.problems))
+        intent, problems = parse_intent(host, variables, task_vars.get("inventory_dir"), user_models=user_models)
         plan = None
+        models_catalog = None
         if intent is not None:
             plan, problems = _PLANNER.plan_node(intent)
-        return plan, problems
+            models_catalog = user_catalog.for_host(variables, task_vars.get("inventory_dir"), None, user_models)[0]
+        return plan, problems, models_catalog, None
 
-    def _read_node(self, plan, task_vars):
+    def _read_node(self, plan, task_vars, models_catalog):
         """Run gpuprov.gpu.node_state with arguments from the plan; its result, plus what to compare."""
         args = self._task.args
         module_args = {"sysfs_root": args.get("sysfs_root") or "/sys"}
@@ -165,7 +182,7 @@ class ActionModule(ActionBase):
         if answer.get("failed") or "mig_restore" not in module_args:
             return answer
         facts = answer["ansible_facts"]["gpu_facts"]
-        if live.hardware_mismatch(plan, facts):
+        if live.hardware_mismatch(plan, facts, models_catalog):
             return answer
         try:
             answer["_expected_restore_files"] = self._restore_expected(plan, facts, restore, task_vars)

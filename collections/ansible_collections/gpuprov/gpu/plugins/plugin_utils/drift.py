@@ -164,14 +164,14 @@ def mps_drift(plan, mps):
     return []
 
 
-def node_drift(plan, record, unit_name=DEFAULT_RESTORE_UNIT):
+def node_drift(plan, record, unit_name=DEFAULT_RESTORE_UNIT, models_catalog=None):
     """Compare one node's record with its plan: {status: in-sync|drifted, drift: [items]}.
 
     Each item is {area, gpu, message}; areas: hardware, mig-mode, mig-instances, kubelet,
-    mps, boot-restore.
+    mps, boot-restore. ``models_catalog``: the host's user GPU models (user_catalog), if any.
     """
     facts = record.get("gpu_facts") or {}
-    mismatch = live.hardware_mismatch(plan, facts)
+    mismatch = live.hardware_mismatch(plan, facts, models_catalog)
     if mismatch:
         items = [_item("hardware", mismatch)]
     else:

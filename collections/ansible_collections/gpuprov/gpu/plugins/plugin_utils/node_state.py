@@ -96,14 +96,15 @@ def drift_record(facts, answer):
     return {"gpu_facts": facts, "kubelet": answer.get("kubelet"), "mps": answer.get("mps"), "boot": boot}
 
 
-def compare(plan, facts, answer, expected_restore_files, unit_name=DEFAULT_RESTORE_UNIT, unread=()):
+def compare(plan, facts, answer, expected_restore_files, unit_name=DEFAULT_RESTORE_UNIT, unread=(),
+            models_catalog=None):
     """{status, drift} of the node: node_drift's comparison, plus the restore's installed files.
 
     ``unread`` names parts the controller could not even ask about (for example a restore
     path that is not safe to use): each is drift, so that a converge goes on to the step
     that reports it properly.
     """
-    result = node_drift(plan, drift_record(facts, answer), unit_name=unit_name)
+    result = node_drift(plan, drift_record(facts, answer), unit_name=unit_name, models_catalog=models_catalog)
     restore = answer.get("mig_restore")
     items = list(result["drift"])
     items.extend({"area": "boot-restore", "gpu": None, "message": "the boot-time MIG restore was not read: %s" % text}
