@@ -245,12 +245,12 @@ class ActionModule(ActionBase):
             with open(os.path.join(_COLLECTION, "plugins", "module_utils", name), "rb") as handle:
                 expected.append(node_state.expected_entry("%s/%s" % (restore["module_utils"], name), "0644", False,
                                                           node_state.sha1(handle.read())))
+        templates = os.path.join(_GPU_MIG_ROLE, "templates")
         program = templar.template(trust_as_template(
-            "{{ lookup('ansible.builtin.template', '%s') }}" % os.path.join(_GPU_MIG_ROLE, "templates",
-                                                                             "gpuprov-mig-restore.py.j2")))
+            "{{ lookup('ansible.builtin.template', '%s') }}" % os.path.join(templates, "gpuprov-mig-restore.py.j2")))
         unit_text = templar.template(trust_as_template(
-            "{{ lookup('ansible.builtin.template', '%s') }}" % os.path.join(_GPU_MIG_ROLE, "templates",
-                                                                             "gpuprov-mig-restore.service.j2")))
+            "{{ lookup('ansible.builtin.template', '%s') }}"
+            % os.path.join(templates, "gpuprov-mig-restore.service.j2")))
         state_text = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts)"
                                                         " | to_nice_json(indent=2) }}")) + "\n"
         expected.append(node_state.expected_entry(restore["program"], "0755", False, node_state.sha1(program)))

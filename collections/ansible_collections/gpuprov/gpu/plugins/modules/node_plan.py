@@ -23,7 +23,7 @@ description:
     M(gpuprov.gpu.node_state) (GPU facts, the kubelet config keys the plan manages, the host
     MPS daemon and its limits, the boot-time MIG restore), compares all of it with the plan,
     and sets C(gpu_facts), C(gpuprov_node_changes) (with C(in_sync)) and C(gpuprov_status).
-    This is how the gpuprov.gpu.site and gpuprov.gpu.status playbooks read a node: a node
+    This is how the gpuprov.gpu.site and gpuprov.gpu.status playbooks read a node; a node
     already as planned costs this one round trip.
   - Fails, naming the host and field, when the variables do not plan.
 author: gpuprov maintainers (@gpuprov)
