@@ -9,6 +9,7 @@ from gpuprov import pool as capacity
 from gpuprov import render
 from gpuprov.cmd_diagnose import ClusterError, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
+from gpuprov.diagnose.snapshot_loader import _read_json as read_json
 from gpuprov.fit import parse_memory_mib
 
 
@@ -20,7 +21,7 @@ def load_snapshot_dir(directory):
     problems, parsed = [], {}
     for filename, parser in (("nodes.json", diag.parse_nodes), ("pods.json", diag.parse_pods)):
         try:
-            parsed[filename] = parser(diag._read_json(os.path.join(directory, filename), filename), filename)
+            parsed[filename] = parser(read_json(os.path.join(directory, filename), filename), filename)
         except diag.SnapshotError as error:
             problems.extend(error.problems)
     if problems:

@@ -17,7 +17,7 @@ pod's alone) and soft for replicas of time-slicing or MPS.
 """
 import re
 
-from gpuprov import diagnose as diag
+from gpuprov.diagnose.sizing import MIB_PER_GIB, gpu_model
 
 SCHEMA = "gpuprov.pool/v1"
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(?P<profile>\d+g\.\d+gb(\+me)?)$")
@@ -31,7 +31,7 @@ def _int_label(labels, key):
 
 def _model(node, facts):
     names = [gpu.name for gpu in facts] + [node.labels.get("nvidia.com/gpu.product")]
-    return diag.gpu_model(names)
+    return gpu_model(names)
 
 
 def _gpu_count(node, facts):
@@ -50,10 +50,10 @@ def slot(node, resource, facts, capacity):
             model = _model(node, facts)
             entry = model.profile(profile) if model else None
             if entry is not None:
-                memory, source = entry.memory_gib * diag.MIB_PER_GIB, "catalog %s" % model.key
+                memory, source = entry.memory_gib * MIB_PER_GIB, "catalog %s" % model.key
         if memory is None:
             size = _PROFILE_GB.search(profile)
-            memory, source = (int(size.group(1)) * diag.MIB_PER_GIB, "profile name") if size else (None, None)
+            memory, source = (int(size.group(1)) * MIB_PER_GIB, "profile name") if size else (None, None)
         if memory is None:
             return None, "hard" if replicas == 1 else "soft", "mig", None
         sharing = "mig" if replicas == 1 else "mig+%s" % (labels.get("nvidia.com/mig-%s.sharing-strategy" % profile)
@@ -107,8 +107,8 @@ def pool(snapshot):
                              "model); it is left out of --fits" % (node.name, resource))
             rows.append({"node": node.name, "resource": resource, "allocatable": allocatable,
                          "allocated": allocated, "free": free,
-                         "slot_gib": round(mib / diag.MIB_PER_GIB, 2) if mib is not None else None,
-                         "free_gib": round(free * mib / diag.MIB_PER_GIB, 2) if mib is not None else None,
+                         "slot_gib": round(mib / MIB_PER_GIB, 2) if mib is not None else None,
+                         "free_gib": round(free * mib / MIB_PER_GIB, 2) if mib is not None else None,
                          "isolation": isolation, "sharing": sharing, "memory_from": source,
                          "blocked": _blocked(node)})
     return {"schema": SCHEMA, "source": snapshot.source, "nodes": rows, "notes": notes}
@@ -118,7 +118,7 @@ def fits(report, need_mib, isolation=None):
     """Only the rows where a workload of need_mib (and the isolation asked) fits now."""
     kept = [row for row in report["nodes"]
             if row["free"] > 0 and row["slot_gib"] is not None and not row["blocked"]
-            and row["slot_gib"] * diag.MIB_PER_GIB >= need_mib
+            and row["slot_gib"] * MIB_PER_GIB >= need_mib
             and (isolation != "hard" or row["isolation"] == "hard")]
-    return dict(report, nodes=kept, fits={"memory_gib": round(need_mib / diag.MIB_PER_GIB, 2),
+    return dict(report, nodes=kept, fits={"memory_gib": round(need_mib / MIB_PER_GIB, 2),
                                           "isolation": isolation or "any"})

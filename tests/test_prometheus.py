@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 import dcgm_exporter  # noqa: E402
 import prometheus_harness  # noqa: E402
 
-from gpuprov import prometheus  # noqa: E402
+from gpuprov.diagnose import prometheus  # noqa: E402
 
 pytestmark = pytest.mark.skipif(prometheus_harness.MISSING is not None, reason=prometheus_harness.MISSING or "")
 
