@@ -6,6 +6,7 @@ behind a target that carries the exporter pod's own pod/namespace labels, as a
 ServiceMonitor with honorLabels: false does (workload pods become exported_pod);
 node-b prints the new names (DCGM_FI_PROF_SM_UTIL_RATIO, GPU_UTIL as a ratio, hostname).
 """
+import json
 import os
 import sys
 import time
@@ -159,3 +160,86 @@ def test_pod_of_coalesces_label_spellings():
     assert prometheus.pod_of({"pod": "a", "namespace": "ml", "Hostname": "node-1"}) == "ml/a"
     assert prometheus.pod_of({"pod": "dcgm-exporter-x", "hostname": "dcgm-exporter-x"}) is None
     assert prometheus.pod_of({"UUID": "GPU-1"}) is None
+
+
+# ------------------------------------------------------------- gpuprov diagnose --prometheus
+
+
+def _node(name, allocatable, product):
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": product}},
+            "status": {"allocatable": allocatable, "capacity": allocatable,
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _pod(namespace, name, node, requests):
+    return {"metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": requests}}]},
+            "status": {"phase": "Running"}}
+
+
+@pytest.fixture
+def snapshot_dir(tmp_path):
+    nodes = [_node("node-a", {"nvidia.com/mig-3g.20gb": "2", "nvidia.com/gpu": "1"}, "NVIDIA-A100-SXM4-40GB"),
+             _node("node-b", {"nvidia.com/gpu": "2"}, "NVIDIA-H100-80GB-HBM3")]
+    pods = [_pod("ml", "train-0", "node-a", {"nvidia.com/mig-3g.20gb": 1}),
+            _pod("ml", "idle-0", "node-a", {"nvidia.com/mig-3g.20gb": 1}),
+            _pod("ml", "etl-0", "node-a", {"nvidia.com/gpu": 1}),
+            _pod("web", "infer-0", "node-b", {"nvidia.com/gpu": 1})]
+    (tmp_path / "nodes.json").write_text(json.dumps({"kind": "NodeList", "items": nodes}))
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": pods}))
+    (tmp_path / "events.json").write_text(json.dumps({"kind": "EventList", "items": []}))
+    return tmp_path
+
+
+def test_diagnose_reads_mig_instances_and_finds_the_bandwidth_bound_one(gpuprov, server, snapshot_dir):
+    code, out, err = gpuprov("diagnose", "--snapshot", str(snapshot_dir), "--prometheus", server.url,
+                             "--since", "1m", "-o", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    nodes = {node["name"]: node for node in report["nodes"]}
+    node_a = nodes["node-a"]
+    # Fully allocated, and GI 1 moves memory while its SMs wait: the memory check, on bandwidth.
+    assert (node_a["check"], node_a["status"]) == ("memory", "bandwidth-bound")
+    assert any(line.startswith("GPU 0/GI 1 (3g.20gb) [ml/train-0]: DRAM busy 85% of cycles while SMs have "
+                               "work 30%") for line in node_a["evidence"])
+    assert "time-slicing or MPS will not help" in node_a["remedy"]["summary"]
+    instances = {i["gpu_instance_id"]: i for i in node_a["instances"]}
+    assert sorted(instances) == ["1", "2"]
+    assert instances["2"]["pods"] == ["ml/idle-0"] and instances["2"]["pattern"] == "low"
+    assert instances["1"]["dram_mean"] == 85 and instances["1"]["memory_total_mib"] == 20096
+    # The whole GPU 1 cycles (CPU-bound input) and MIG mode is known for GPU 0.
+    gpus = {g["index"]: g for g in node_a["gpus"]}
+    assert gpus[1]["pattern"] == "cycling" and gpus[0]["mig_enabled"] is True
+    assert node_a["physical_gpus"] == 2
+    # node-b (new names, `node` target label): GPU 0 busy with web/infer-0, one GPU free.
+    node_b = nodes["node-b"]
+    gpus_b = {g["index"]: g for g in node_b["gpus"]}
+    assert gpus_b[0]["pods"] == ["web/infer-0"] and gpus_b[0]["sm_mean"] == 90 and gpus_b[0]["pattern"] == "busy"
+    assert node_b["status"] == "ok"
+
+
+def test_diagnose_table_names_instances_and_pods(gpuprov, server, snapshot_dir):
+    code, out, _ = gpuprov("diagnose", "--snapshot", str(snapshot_dir), "--prometheus", server.url, "--since", "1m")
+    assert code == 0
+    assert "node-a [memory] " in out
+    assert "MIG 0/GI 2 (3g.20gb) [ml/idle-0]: SM mean 1%" in out
+
+
+def test_series_of_nodes_outside_the_snapshot_are_noted(gpuprov, server, snapshot_dir):
+    doc = json.loads((snapshot_dir / "nodes.json").read_text())
+    doc["items"] = [item for item in doc["items"] if item["metadata"]["name"] != "node-b"]
+    (snapshot_dir / "nodes.json").write_text(json.dumps(doc))
+    code, out, _ = gpuprov("diagnose", "--snapshot", str(snapshot_dir), "--prometheus", server.url, "--since", "1m",
+                           "-o", "json")
+    assert code == 0
+    assert any(note.startswith("Prometheus: DCGM series for node-b, which is no node of the snapshot")
+               for note in json.loads(out)["notes"])
+
+
+def test_diagnose_bad_prometheus_input(gpuprov, snapshot_dir):
+    code, _, err = gpuprov("diagnose", "--snapshot", str(snapshot_dir), "--prometheus", "http://127.0.0.1:1",
+                           "--since", "7x")
+    assert code == 2 and "--prometheus/--since: '7x': use a whole number" in err
+    code, _, err = gpuprov("diagnose", "--snapshot", str(snapshot_dir), "--prometheus",
+                           "http://127.0.0.1:%d" % prometheus_harness.free_port(), "--since", "1m")
+    assert code == 1 and "cannot connect" in err

@@ -12,7 +12,8 @@ Both spellings are accepted (dcgm.md section 1): the names of exporter <= 4.8
 (DCGM_FI_PROF_SM_UTIL_RATIO, hostname). Units come from each metric's HELP text where it
 states them, not from its name.
 
-Nothing here prints or decides: read() returns plain data that the snapshot model takes in.
+Nothing here prints or decides: read() returns plain data, to_samples() turns it into the
+snapshot model's UtilizationSample rows that every check reads.
 """
 import json
 import math
@@ -21,6 +22,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from gpuprov.diagnose.snapshot import UtilizationSample
 
 # field -> metric names, preferred first (dcgm.md sections 1 and 4; ids from dcgm_fields.h).
 METRICS = {
@@ -230,3 +233,37 @@ def read(client, since_seconds, end=None, selector=""):
         del device["fields"]
         result.append(device)
     return {"start": start, "end": end, "step": step, "notes": notes, "devices": result}
+
+
+def to_samples(data, node_names):
+    """The snapshot model's samples from read(): ({node: [UtilizationSample]}, notes).
+
+    SM activity becomes utilization_gpu in percent (from SM_ACTIVE, else GR_ENGINE_ACTIVE,
+    else GPU_UTIL, per device: see SM_SOURCES), DRAM activity dram_active in percent, and
+    memory total is FB_USED + FB_FREE. Devices of nodes the snapshot does not know are left
+    out with a note.
+    """
+    samples, notes, unknown = {}, [], set()
+    for device in data["devices"]:
+        if device["node"] not in node_names:
+            unknown.add(device["node"])
+            continue
+        source = device["sm_source"]
+        name = device["model"] or "GPU"
+        if device["gpu_instance_id"]:
+            name = "%s MIG %s" % (name, device["profile"] or "GI %s" % device["gpu_instance_id"])
+        for stamp, values in device["points"]:
+            used, free = values.get("fb_used"), values.get("fb_free")
+            sm = values.get(source) if source else None
+            dram = values.get("dram_active")
+            samples.setdefault(device["node"], []).append(UtilizationSample(
+                timestamp=time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(stamp)) + ".%03d" % int((stamp % 1) * 1000),
+                index=device["index"] if device["index"] is not None else -1, name=name,
+                memory_used_mib=used, memory_total_mib=(used + free) if used is not None and free is not None else None,
+                utilization_gpu=round(sm * 100, 2) if sm is not None else None,
+                gpu_instance_id=device["gpu_instance_id"], profile=device["profile"], uuid=device["uuid"],
+                dram_active=round(dram * 100, 2) if dram is not None else None, pods=tuple(device["pods"])))
+    for node in sorted(unknown):
+        notes.append("Prometheus: DCGM series for %s, which is no node of the snapshot; left out (relabel the "
+                     "target with a `node` label holding the Kubernetes node name)" % node)
+    return samples, notes
