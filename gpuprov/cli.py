@@ -21,6 +21,7 @@ COMMANDS = {
     "plan": "gpuprov.cmd_plan:plan",
     "pool": "gpuprov.cmd_pool:pool",
     "status": "gpuprov.cmd_status:status",
+    "top": "gpuprov.cmd_top:top",
 }
 
 

@@ -83,6 +83,8 @@ class UtilizationSample:
     uuid: str = ""                # the parent GPU's UUID
     dram_active: float = None     # percent of cycles the memory interface was busy (DRAM_ACTIVE)
     pods: tuple = ()              # "namespace/pod" the exporter mapped the device to
+    # Read live by `gpuprov top` only:
+    processes: tuple = ()         # (pid, process name, used MiB) per compute process
 
 
 @dataclass
