@@ -2,11 +2,12 @@
 import json
 import os
 import re
+import tempfile
 
 import click
 
 from gpuprov import diagnose as diag
-from gpuprov.diagnose import prometheus
+from gpuprov.diagnose import html_report, prometheus
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 
@@ -63,6 +64,22 @@ def add_prometheus(snapshot, url, since_seconds):
     snapshot.notes.extend(data["notes"] + notes)
     snapshot.notes = [note for note in snapshot.notes if not note.startswith("live mode reads no GPU")]
     return data
+
+
+def write_report(path, text):
+    """Atomically (temp file in the same folder, then rename): a reader never sees half a page,
+    and a link planted at the temp name is not followed (O_EXCL)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".gpuprov-report-", suffix=".html", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def load_live(kubeconfig, context, gpu_data):
@@ -238,9 +255,12 @@ def render_table(report):
                    "(e.g. http://prometheus:9090).")
 @click.option("--since", default="7d", show_default=True, metavar="DURATION",
               help="With --prometheus: how far back to read (30m, 12h, 7d, 2w).")
+@click.option("--report", "report_path", metavar="FILE.html",
+              help="Also write one self-contained HTML page: per node SM activity and memory over time for "
+                   "every GPU, the allocation picture, the findings and remedies.")
 @click.option("--max-replicas", type=click.IntRange(2, 64), default=diag.DEFAULT_MAX_REPLICAS, show_default=True,
               help="Largest time-slicing replica count to suggest.")
-def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since, output, max_replicas):
+def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since, report_path, output, max_replicas):
     """Explain why pods stay Pending while GPUs look idle, and what would fix it.
 
     Checks run in this order, and each node and Pending GPU pod is reported under the
@@ -292,6 +312,8 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since,
             since_seconds = prometheus.parse_duration(since)
         except ValueError as error:
             problems.append("--prometheus/--since: %s" % error)
+    if report_path and (os.path.isdir(report_path) or not os.path.isdir(os.path.dirname(os.path.abspath(report_path)))):
+        problems.append("--report %s: give a file in an existing folder" % report_path)
     if problems:
         fail_bad_input(problems)
     try:
@@ -309,7 +331,11 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since,
     except (ClusterError, prometheus.PrometheusError) as error:
         click.echo("gpuprov diagnose: %s" % error, err=True)
         raise SystemExit(EXIT_FAILED) from None
+    if report_path:
+        write_report(report_path, html_report.render(report, snapshot))
     if output == "json":
         click.echo(json.dumps(report, indent=2, sort_keys=False))
     else:
         click.echo(render_table(report))
+        if report_path:
+            click.echo("Report: %s" % report_path)
