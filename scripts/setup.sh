@@ -27,6 +27,16 @@ if ! [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nul
         || echo "    (could not install openssh-server: fleet tests will be skipped)"
 fi
 
+# `diagnose --report` is checked in a real headless browser (tests skip without it).
+if ! [ -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing chromium for the diagnose --report tests"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 \
+             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+                >/dev/null 2>&1; }) \
+        || echo "    (could not install chromium: the browser tests will be skipped)"
+fi
+
 # `diagnose --prometheus` tests run a real Prometheus server (tests skip without it). Debian's
 # package would start a system service on :9090: a policy-rc.d that refuses service starts
 # (invoke-rc.d exit code 101) keeps it stopped, and --no-install-recommends leaves out the
