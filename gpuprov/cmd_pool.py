@@ -10,7 +10,7 @@ from gpuprov import render
 from gpuprov.cmd_diagnose import ClusterError, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 from gpuprov.diagnose.snapshot_loader import _read_json as read_json
-from gpuprov.fit import parse_memory_mib
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 
 
 def load_snapshot_dir(directory):
@@ -81,7 +81,9 @@ def pool(snapshot_dir, kubeconfig, context, fits_memory, isolation, output):
     need = None
     if fits_memory is not None:
         try:
-            need = parse_memory_mib(float(fits_memory) if fits_memory.replace(".", "", 1).isdigit() else fits_memory)
+            # The unit rules of `gpuprov fit` workloads: a bare number is GiB, 20GB is 10^9 bytes.
+            need = workload_memory_mib(float(fits_memory) if fits_memory.replace(".", "", 1).isdigit()
+                                       else fits_memory)
         except ValueError as error:
             problems.append("--fits: %s" % error)
     if isolation and fits_memory is None:

@@ -2,6 +2,7 @@
 
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
 from gpuprov.diagnose.snapshot import Node, Pod, SchedulingEvent, SnapshotError
 
 
@@ -66,12 +67,15 @@ def _gpu_quantities(mapping, where, problems):
     for name, raw in mapping.items():
         if not _GPU_RESOURCE.match(str(name)):
             continue
-        text = str(raw).strip()
-        if not re.fullmatch(r"\d+", text):
+        try:
+            count = k8s_quantity(str(raw).strip())
+        except ValueError:
+            count = None
+        if count is None or count.denominator != 1 or count < 0:
             problems.append("%s.%s: %r is not a whole number; extended resources such as GPUs are counted in units"
                             % (where, name, raw))
             continue
-        result[name] = int(text)
+        result[name] = int(count)
     return result
 
 

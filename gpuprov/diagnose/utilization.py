@@ -5,6 +5,7 @@ import io
 import math
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import nvidia_smi_mib
 from gpuprov.diagnose.snapshot import SnapshotError, UtilizationSample
 from gpuprov.diagnose.thresholds import (
     CYCLE_MIN_SHARE,
@@ -46,6 +47,17 @@ def torn_tail(text):
     return text[:cut], text[cut:]
 
 
+def _csv_mib(text, where, problems):
+    """memory.used / memory.total: MiB as nvidia-smi prints them (``nounits`` or not)."""
+    if text in _NOT_AVAILABLE:
+        return None
+    try:
+        return nvidia_smi_mib(text)
+    except ValueError:
+        problems.append("%s: %r is not a number" % (where, text))
+        return None
+
+
 def parse_utilization_csv(text, source, with_node=False, notes=None):
     """Samples from nvidia-smi's CSV (see NVIDIA_SMI_QUERY); with_node: a node name column first.
 
@@ -85,8 +97,8 @@ def parse_utilization_csv(text, source, with_node=False, notes=None):
             problems.append("%s: timestamp: %r is not nvidia-smi's YYYY/MM/DD HH:MM:SS.mmm" % (where, timestamp))
         before = len(problems)
         index_value = _csv_number(index, where + ": index", problems, integer=True)
-        used_value = _csv_number(used, where + ": memory.used", problems)
-        total_value = _csv_number(total, where + ": memory.total", problems)
+        used_value = _csv_mib(used, where + ": memory.used", problems)
+        total_value = _csv_mib(total, where + ": memory.total", problems)
         util_value = _csv_number(util, where + ": utilization.gpu", problems)
         if index_value is None and len(problems) == before:
             problems.append("%s: index: missing" % where)

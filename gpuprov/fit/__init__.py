@@ -6,7 +6,8 @@ GPU), puts every workload somewhere, and says which constraint bound the GPU cou
 
 Units. MIG profile names say "gb" (``1g.10gb``) but the memory an instance really offers is
 what nvidia-smi prints, in GiB: 1g.10gb on an A100-40GB holds 9.62 GiB. Sizes here follow
-Kubernetes quantities, so nothing depends on a guess:
+Kubernetes quantities, so nothing depends on a guess (``workload_memory_mib`` in the
+collection's ``module_utils/quantities.py`` reads them):
 
 * a bare number (``memory: 10``) is GiB, the unit of nvidia-smi and of the GPU catalog;
 * ``"10GiB"``/``"10Gi"`` is 10 x 2^30 bytes; ``"10GB"``/``"10G"`` is 10 x 10^9 bytes
@@ -70,4 +71,4 @@ from gpuprov.fit.model import FitInputError, METHODS, NoFit, PoolEntry, SOFT_SHA
 from gpuprov.fit.packing_model import View, expand, prepare, shared_ok  # noqa: F401
 from gpuprov.fit.report import as_dict, explanation, gpu_lines, inventory_text  # noqa: F401
 from gpuprov.fit.search import fit  # noqa: F401
-from gpuprov.fit.units import gib_text, parse_compute, parse_memory_mib  # noqa: F401
+from gpuprov.fit.units import gib_text, parse_compute  # noqa: F401

@@ -1,12 +1,14 @@
 """Reading and validating the fit input file into the model."""
 
 import json
+
 import yaml
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
-from gpuprov.fit.units import parse_compute, parse_memory_mib
+from gpuprov.fit.units import parse_compute
 
 
 def _is_int(value):
@@ -121,7 +123,7 @@ def _parse_workloads(raw, problems):
             ok = False
         else:
             try:
-                memory = parse_memory_mib(entry["memory"])
+                memory = workload_memory_mib(entry["memory"])
             except ValueError as exc:
                 problems.append("%s: memory: %s" % (where, exc))
                 ok = False

@@ -1,6 +1,5 @@
-"""Units of the fit input: workload memory and compute, and GiB as the report prints it."""
+"""Units of the fit input: compute (fractions or MIG slices), and GiB as the report prints it."""
 
-import math
 import re
 
 
@@ -9,14 +8,6 @@ NON_MIG_COMPUTE_SLICES = 7
 
 EPS = 1e-9
 MIB_PER_GIB = 1024.0
-_UNIT_MIB = {
-    "": MIB_PER_GIB,
-    "ki": 1.0 / 1024, "k": 1e3 / 2 ** 20,
-    "mi": 1.0, "m": 1e6 / 2 ** 20,
-    "gi": 1024.0, "g": 1e9 / 2 ** 20,
-    "ti": 1024.0 * 1024, "t": 1e12 / 2 ** 20,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmgt]i?)b?)?\s*$", re.IGNORECASE)
 _SLICES_RE = re.compile(r"^\s*(\d+)\s*g\s*$", re.IGNORECASE)
 _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*%\s*$")
 
@@ -25,22 +16,6 @@ def gib_text(mib):
     """MiB -> '9.62', '46', '0.5' (GiB, at most two decimals)."""
     text = "%.2f" % (mib / MIB_PER_GIB)
     return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def parse_memory_mib(value):
-    """A workload's memory -> MiB (float). Bare numbers are GiB; see the module docstring."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError("must be a size such as 10 (GiB), \"10GiB\" or \"10GB\", got %r" % (value,))
-    if isinstance(value, (int, float)):
-        mib = float(value) * MIB_PER_GIB
-    else:
-        match = _SIZE_RE.match(str(value))
-        if not match:
-            raise ValueError("must be a size such as 10 (GiB), \"10GiB\" or \"10GB\", got %r" % (value,))
-        mib = float(match.group(1)) * _UNIT_MIB[(match.group(2) or "").lower()]
-    if not mib > 0 or math.isinf(mib):
-        raise ValueError("must be > 0, got %r" % (value,))
-    return mib
 
 
 def parse_compute(value):

@@ -19,11 +19,11 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import (
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import MpsError
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.replies import (
-    format_memory_limit,
     parse_memory_limit,
     parse_percentage,
     parse_server_list,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import format_mps_memory_limit
 
 
 class MpsControl:
@@ -128,7 +128,7 @@ class MpsControl:
         return parse_memory_limit(self.command("get_default_device_pinned_mem_limit %d" % ordinal))
 
     def set_pinned_memory_limit(self, ordinal, mib):
-        reply = self.command("set_default_device_pinned_mem_limit %d %s" % (ordinal, format_memory_limit(mib)))
+        reply = self.command("set_default_device_pinned_mem_limit %d %s" % (ordinal, format_mps_memory_limit(mib)))
         current = self.get_pinned_memory_limit(ordinal)
         if current != mib:
             raise MpsError("%s kept pinned memory limit %s MiB on device %d after setting %d MiB: %s"
