@@ -246,7 +246,7 @@ def render_table(report):
                                                   "(default $KUBECONFIG or ~/.kube/config).")
 @click.option("--context", metavar="NAME", help="Live mode: kubeconfig context to use.")
 @click.option("--gpu-data", metavar="DIR",
-              help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline "
+              help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline collect "
                    "--out DIR`); in live mode the only source of GPU figures.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="table for people, json for tools (schema gpuprov.diagnose/v1).")
@@ -285,7 +285,7 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since,
       kubectl get events -A -o json > DIR/events.json
       gpuprov diagnose --snapshot DIR
     Optional, for the memory and application checks: DIR/facts/<node>.json (gpu_facts
-    output) and DIR/utilization/<node>.csv (`gpuprov baseline --out DIR` writes them).
+    output) and DIR/utilization/<node>.csv (`gpuprov baseline record|collect --out DIR` writes them).
     A check that lacks its input is reported as not run, with the reason.
 
     Live mode (without --snapshot) reads nodes, pods and events through the kubernetes

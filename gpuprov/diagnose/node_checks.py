@@ -226,7 +226,8 @@ def analyse_node(state, placement_victims, max_replicas):
                                                                "this node" % node.name})
     if not any(g.get("sm_mean") is not None for g in state.gpus + state.instances):
         result["not_run"].append({"check": "application", "reason": "no utilization data for this node; record it "
-                                                                    "with `gpuprov baseline --out DIR`"})
+                                                                    "with `gpuprov baseline record --out DIR` or `gpuprov baseline "
+                                                                    "collect --out DIR`"})
     shareable = shareable_resources(state)
     if not shareable:
         result["summary"] = "advertises no GPUs (capacity %s, allocatable 0): the device plugin is not running " \
@@ -279,7 +280,7 @@ def analyse_node(state, placement_victims, max_replicas):
                 status, text = "busy", "GPUs are busy: sharing would slow every pod; only more GPUs help"
             elif sizing["limited_by"] == "unknown-memory":
                 status, text = "needs-data", ("already time-sliced %d ways and memory use is unknown: add "
-                                              "facts/%s.json or run `gpuprov baseline` before adding replicas"
+                                              "facts/%s.json or run `gpuprov baseline record` before adding replicas"
                                               % (state.replicas_now, node.name))
             else:
                 status, text = "at-limit", ("already time-sliced %d ways, the --max-replicas limit; only more "
