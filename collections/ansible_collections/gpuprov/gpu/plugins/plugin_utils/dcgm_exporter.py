@@ -63,7 +63,7 @@ def parse_counters(text, source="counters"):
         if kind not in COUNTER_TYPES:
             problems.append("%s: line %d: type %r: use one of %s" % (source, number, kind, ", ".join(COUNTER_TYPES)))
         counters.append((field, kind, help_text))
-    fields = [field for field, _, _ in counters]
+    fields = [counter[0] for counter in counters]
     for field in sorted(set(f for f in fields if fields.count(f) > 1)):
         problems.append("%s: %s is listed more than once" % (source, field))
     missing = [field for field in REQUIRED_COUNTERS if field not in fields]
