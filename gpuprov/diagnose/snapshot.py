@@ -38,6 +38,9 @@ class Pod:
     tolerations: list = field(default_factory=list)
     scheduling_gates: list = field(default_factory=list)
     scheduler_name: str = "default-scheduler"
+    # HAMi's per-GPU asks (nvidia.com/gpumem MiB, gpumem-percentage, gpucores %), largest per
+    # container; not node resources, so they are not in `requests`.
+    hami: dict = field(default_factory=dict)
 
     @property
     def key(self):

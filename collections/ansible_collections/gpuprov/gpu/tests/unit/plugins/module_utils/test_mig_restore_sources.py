@@ -92,7 +92,7 @@ def test_the_restore_code_needs_no_subfolder():
 def test_the_closure_follows_packages(tmp_path):
     # The walk itself: a package import brings its __init__.py and what that imports.
     assert _files_of("kubelet_config.plan") == [os.path.join("kubelet_config", "__init__.py"),
-                                               os.path.join("kubelet_config", "plan.py")]
+                                                os.path.join("kubelet_config", "plan.py")]
     assert _files_of("mps") == [os.path.join("mps", "__init__.py")]
     entry = tmp_path / "entry.py"
     entry.write_text("from %s.kubelet_config import plan_change\n" % PACKAGE)
