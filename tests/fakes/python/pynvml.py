@@ -46,7 +46,7 @@ import string
 import sys
 import tempfile
 import uuid as _uuid
-from ctypes import POINTER, Structure, c_char, c_uint, c_ulonglong, pointer
+from ctypes import POINTER, Structure, addressof, c_char, c_uint, c_ulonglong, pointer
 
 STATE_ENV = "GPUPROV_FAKE_NVML_STATE"
 
@@ -149,6 +149,10 @@ _NO_ID = 0xFFFFFFFF
 
 # --- errors: generated like nvidia-ml-py does ------------------------------------------------
 
+class NVMLLibraryMismatchError(Exception):
+    """nvidia-ml-py raises this (not an NVMLError) from wrappers marked throwOnVersionMismatch,
+    e.g. nvmlDeviceGetComputeRunningProcesses, when libnvidia-ml lacks the versioned symbol."""
+
 class NVMLError(Exception):
     _valClassMapping = dict()
     _errcode_to_string = {
@@ -190,8 +194,7 @@ class NVMLError(Exception):
     def __eq__(self, other):
         return self.value == other.value
 
-    def __hash__(self):
-        return hash(self.value)
+    # nvidia-ml-py defines __eq__ without __hash__, so its errors are unhashable; so are these.
 
 
 def nvmlExceptionClass(nvmlErrorCode):
@@ -223,39 +226,80 @@ def nvmlErrorString(result):
     return str(NVMLError(result))
 
 
-# --- structures (same fields as nvidia-ml-py; handles carry what the fake needs) -------------
+# --- structures (same fields as nvidia-ml-py; handles are opaque as there) --------------------
+
+class _PrintableStructure(Structure):
+    """As nvidia-ml-py's: char-array fields read back as str, str values are encoded on set."""
+
+    def __getattribute__(self, name):
+        res = super(_PrintableStructure, self).__getattribute__(name)
+        if isinstance(res, bytes):
+            return res.decode()
+        return res
+
+    def __setattr__(self, name, value):
+        if isinstance(value, str):
+            value = value.encode()
+        super(_PrintableStructure, self).__setattr__(name, value)
+
 
 class struct_c_nvmlDevice_t(Structure):
-    # Opaque in NVML; here it names the GPU and, for a MIG device, its GPU/compute instance.
-    _fields_ = [("index", c_uint), ("gi", c_uint), ("ci", c_uint)]
+    pass  # opaque handle, as in nvml.h
 
 
 c_nvmlDevice_t = POINTER(struct_c_nvmlDevice_t)
 
 
 class struct_c_nvmlGpuInstance_t(Structure):
-    _fields_ = [("index", c_uint), ("id", c_uint)]
+    pass  # opaque handle
 
 
 c_nvmlGpuInstance_t = POINTER(struct_c_nvmlGpuInstance_t)
 
 
 class struct_c_nvmlComputeInstance_t(Structure):
-    _fields_ = [("index", c_uint), ("gi", c_uint), ("id", c_uint)]
+    pass  # opaque handle
 
 
 c_nvmlComputeInstance_t = POINTER(struct_c_nvmlComputeInstance_t)
 
+# What each opaque handle stands for, by the address it points at: (gpu index, gi id, ci id).
+# The handle objects are kept here too, so an address is never reused while the fake runs.
+_HANDLES = {}
 
-class c_nvmlMemory_t(Structure):
+
+_HANDLE_BY_KEY = {}
+
+
+def _new_handle(pointer_type, what):
+    """One handle per object, as NVML hands out the same handle for the same device."""
+    key = (pointer_type, what)
+    if key not in _HANDLE_BY_KEY:
+        target = pointer_type._type_()
+        _HANDLES[addressof(target)] = (what, target)
+        _HANDLE_BY_KEY[key] = target
+    return pointer(_HANDLE_BY_KEY[key])
+
+
+def _handle_target(handle):
+    """(gpu index, gi id, ci id) of a handle, or raise INVALID_ARGUMENT for an unknown one."""
+    if not handle:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    entry = _HANDLES.get(addressof(handle.contents))
+    if entry is None:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return entry[0]
+
+
+class c_nvmlMemory_t(_PrintableStructure):
     _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
 
 
-class c_nvmlUtilization_t(Structure):
+class c_nvmlUtilization_t(_PrintableStructure):
     _fields_ = [("gpu", c_uint), ("memory", c_uint)]
 
 
-class nvmlPciInfo_t(Structure):
+class nvmlPciInfo_t(_PrintableStructure):
     _fields_ = [
         ("busIdLegacy", c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE),
         ("domain", c_uint),
@@ -267,7 +311,7 @@ class nvmlPciInfo_t(Structure):
     ]
 
 
-class c_nvmlProcessInfo_v2_t(Structure):
+class c_nvmlProcessInfo_v2_t(_PrintableStructure):
     _fields_ = [
         ("pid", c_uint),
         ("usedGpuMemory", c_ulonglong),
@@ -308,7 +352,7 @@ class c_nvmlGpuInstanceProfileInfo_t(Structure):
                 ("jpegCount", c_uint), ("ofaCount", c_uint), ("memorySizeMB", c_ulonglong)]
 
 
-class c_nvmlGpuInstanceProfileInfo_v2_t(Structure):
+class c_nvmlGpuInstanceProfileInfo_v2_t(_PrintableStructure):
     _fields_ = [("version", c_uint), ("id", c_uint), ("isP2pSupported", c_uint),
                 ("sliceCount", c_uint), ("instanceCount", c_uint),
                 ("multiprocessorCount", c_uint), ("copyEngineCount", c_uint),
@@ -329,7 +373,7 @@ class c_nvmlComputeInstancePlacement_t(Structure):
     _fields_ = [("start", c_uint), ("size", c_uint)]
 
 
-class c_nvmlComputeInstanceProfileInfo_v2_t(Structure):
+class c_nvmlComputeInstanceProfileInfo_v2_t(_PrintableStructure):
     _fields_ = [("version", c_uint), ("id", c_uint), ("sliceCount", c_uint),
                 ("instanceCount", c_uint), ("multiprocessorCount", c_uint),
                 ("sharedCopyEngineCount", c_uint), ("sharedDecoderCount", c_uint),
@@ -583,10 +627,20 @@ def _deref(ref):
     return ref
 
 
-def _gpu(state, handle, allow_mig_device=False):
-    if not handle:
+class _Dev(object):
+    def __init__(self, what):
+        self.index, self.gi, self.ci = what
+
+
+def _dev(handle):
+    what = _handle_target(handle)
+    if what[0] != "device":
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    dev = handle.contents
+    return _Dev(what[1:])
+
+
+def _gpu(state, handle, allow_mig_device=False):
+    dev = _dev(handle)
     if dev.index >= len(state["gpus"]):
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     gpu = state["gpus"][dev.index]
@@ -741,24 +795,26 @@ def _create_ci(state, gpu, gi, enum):
 
 
 def _device_handle(index, gi=_NO_ID, ci=_NO_ID):
-    return pointer(struct_c_nvmlDevice_t(index, gi, ci))
+    return _new_handle(c_nvmlDevice_t, ("device", index, gi, ci))
 
 
 def _gi_handle(index, gi_id):
-    return pointer(struct_c_nvmlGpuInstance_t(index, gi_id))
+    return _new_handle(c_nvmlGpuInstance_t, ("gi", index, gi_id))
 
 
 def _gi_of(state, gi_handle):
     if not gi_handle:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    ref = gi_handle.contents
-    if ref.index >= len(state["gpus"]):
+    kind, index, gi_id = _handle_target(gi_handle)
+    if kind != "gi":
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    gpu = state["gpus"][ref.index]
+    if index >= len(state["gpus"]):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    gpu = state["gpus"][index]
     if gpu.get("lost"):
         _raise(NVML_ERROR_GPU_IS_LOST)
     _mig_spec(state, gpu)
-    gi = _find_gi(gpu, ref.id)
+    gi = _find_gi(gpu, gi_id)
     if gi is None:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     return gpu, gi
@@ -869,7 +925,7 @@ def nvmlDeviceGetName(handle):
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
     name = _spec(state, gpu)["name"]
-    dev = handle.contents
+    dev = _dev(handle)
     if dev.gi != _NO_ID:
         gi = _find_gi(gpu, dev.gi)
         if gi is None:
@@ -881,7 +937,7 @@ def nvmlDeviceGetName(handle):
 def nvmlDeviceGetUUID(handle):
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
-    dev = handle.contents
+    dev = _dev(handle)
     if dev.gi != _NO_ID:
         return "MIG-%s" % _uuid.uuid5(_uuid.NAMESPACE_URL, "%s/%d/%d" % (gpu["uuid"], dev.gi, dev.ci))
     return gpu["uuid"]
@@ -921,7 +977,7 @@ def nvmlDeviceGetNumaNodeId(handle):
 def nvmlDeviceGetMemoryInfo(handle, version=None):
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
-    dev = handle.contents
+    dev = _dev(handle)
     procs = gpu["processes"]
     total_mib = _spec(state, gpu)["memory_mib"]
     if dev.gi != _NO_ID:
@@ -959,7 +1015,7 @@ def nvmlDeviceGetComputeRunningProcesses_v3(handle):
     """
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
-    dev = handle.contents
+    dev = _dev(handle)
     mig = bool(gpu["mig_current"])
     procs = gpu["processes"]
     if dev.gi != _NO_ID:
@@ -1050,7 +1106,7 @@ def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
     info.copyEngineCount = prof["slice_count"]
     info.memorySizeMB = prof["memory_mb"]
     if version == 2:
-        info.name = prof["name"].encode()
+        info.name = prof["name"]
     return info
 
 
@@ -1087,8 +1143,6 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
           lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
     return NVML_SUCCESS
 
-
-nvmlDeviceGetGpuInstancePossiblePlacements_v2 = nvmlDeviceGetGpuInstancePossiblePlacements
 
 
 def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
@@ -1202,7 +1256,7 @@ def nvmlGpuInstanceGetComputeInstanceProfileInfo(device, profile, engProfile, ve
     info.sliceCount = prof["slice_count"]
     info.instanceCount = prof["instance_count"]
     info.multiprocessorCount = 14 * prof["slice_count"]
-    info.name = ("MIG %dc" % prof["slice_count"]).encode()
+    info.name = "MIG %dc" % prof["slice_count"]
     return info
 
 
@@ -1210,7 +1264,7 @@ nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanc
 
 
 def _ci_handle(index, gi_id, ci_id):
-    return pointer(struct_c_nvmlComputeInstance_t(index, gi_id, ci_id))
+    return _new_handle(c_nvmlComputeInstance_t, ("ci", index, gi_id, ci_id))
 
 
 def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
@@ -1231,10 +1285,13 @@ def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesR
 def _ci_of(state, computeInstance):
     if not computeInstance:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    ref = computeInstance.contents
-    gpu, gi = _gi_of(state, _gi_handle(ref.index, ref.gi))
+    what = _handle_target(computeInstance)
+    if what[0] != "ci":
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    _kind, index, gi_id, ci_id = what
+    gpu, gi = _gi_of(state, _gi_handle(index, gi_id))
     for ci in gi["compute_instances"]:
-        if ci["id"] == ref.id:
+        if ci["id"] == ci_id:
             return gpu, gi, ci
     _raise(NVML_ERROR_INVALID_ARGUMENT)
 
@@ -1287,21 +1344,21 @@ def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
 
 def nvmlDeviceIsMigDeviceHandle(device):
     _gpu(_read(), device, allow_mig_device=True)
-    return int(device.contents.gi != _NO_ID)
+    return int(_dev(device).gi != _NO_ID)
 
 
 def nvmlDeviceGetGpuInstanceId(device):
     _gpu(_read(), device, allow_mig_device=True)
-    if device.contents.gi == _NO_ID:
+    if _dev(device).gi == _NO_ID:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return device.contents.gi
+    return _dev(device).gi
 
 
 def nvmlDeviceGetComputeInstanceId(device):
     _gpu(_read(), device, allow_mig_device=True)
-    if device.contents.gi == _NO_ID:
+    if _dev(device).gi == _NO_ID:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return device.contents.ci
+    return _dev(device).ci
 
 
 def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):

@@ -56,7 +56,7 @@ def test_overlap_and_exhausted_count_are_insufficient_resources(fake_node):
     nvml, _state = _start(fake_node, [("H100-80GB", 1)], mig=[0])
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, nvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE)
-    assert (info.id, info.sliceCount, info.instanceCount, info.name) == (9, 3, 2, b"MIG 3g.40gb")
+    assert (info.id, info.sliceCount, info.instanceCount, info.name) == (9, 3, 2, "MIG 3g.40gb")  # str, as nvidia-ml-py decodes char arrays
     placements = (nvml.c_nvmlGpuInstancePlacement_t * info.instanceCount)()
     count = ctypes.c_uint(info.instanceCount)
     nvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, placements, ctypes.byref(count))
@@ -158,7 +158,7 @@ def test_pci_info_and_memory(fake_node):
     nvml, _state = _start(fake_node, [("A100-80GB", 1)])
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     pci = nvml.nvmlDeviceGetPciInfo(handle)
-    assert pci.pciDeviceId == 0x20B210DE and pci.busId == b"00000000:07:00.0"
+    assert pci.pciDeviceId == 0x20B210DE and pci.busId == "00000000:07:00.0"
     memory = nvml.nvmlDeviceGetMemoryInfo(handle)
     assert memory.total == 81920 * 1024 * 1024 and memory.used == 0
 
