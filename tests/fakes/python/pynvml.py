@@ -503,6 +503,7 @@ def new_state(gpus=(), numa_nodes=1, driver_version="550.54.15", cuda_driver_ver
             "mig_current": False if spec["mig"] else None,
             "mig_pending": False if spec["mig"] else None,
             "compute_mode": NVML_COMPUTEMODE_DEFAULT,
+            "persistence_mode": False,
             "utilization_gpu": 0,
             "gpu_instances": [],
             "processes": [],
@@ -557,13 +558,65 @@ def create_instances(state, index, instances):
     return ids
 
 
-def reset_gpu(state, index):
+def _pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _unit_active(unit):
+    """Whether the fake systemctl (tests/fakes/bin/systemctl) has ``unit`` active."""
+    path = os.environ.get("GPUPROV_FAKE_SYSTEMD_STATE")
+    if not path or not os.path.exists(path):
+        return False
+    try:
+        with open(path) as handle:
+            units = json.load(handle).get("units", {})
+    except ValueError:
+        return False
+    return bool(units.get(unit, {}).get("active"))
+
+
+def gpu_holders(state, index, caller_pid=None):
+    """What holds GPU ``index`` open, as descriptions; empty when a reset may go ahead.
+
+    The MIG User Guide: a reset fails "In use by another client" while nvsm, DCGM,
+    nvidia-persistenced or any process has the GPU open, and NVML itself opens every GPU in
+    nvmlInit until nvmlShutdown (nvml.h: nvmlShutdown "Shut down NVML by releasing all GPU
+    resources previously allocated with nvmlInit"). So the holders are: compute processes,
+    every live process with an NVML session (the caller's own too, unless ``caller_pid`` is
+    the one asking for the reset, as nvidia-smi is), and the ``holders`` of the state:
+    ``{"name", "unit"}`` holds while the fake systemctl has the unit active (nvidia-persistenced,
+    nvidia-dcgm, ...), ``{"name", "pid"}`` while the process lives (a device-plugin pod).
+    A holder with ``gpus`` holds only those indices.
+    """
+    gpu = state["gpus"][index]
+    found = ["process %s" % p["pid"] for p in gpu.get("processes", [])]
+    for pid in state.get("nvml_clients", []):
+        if pid != caller_pid and _pid_alive(pid):
+            found.append("NVML client pid %s" % pid)
+    for holder in state.get("holders", []):
+        if "gpus" in holder and index not in holder["gpus"]:
+            continue
+        if holder.get("unit") and _unit_active(holder["unit"]):
+            found.append("%s (%s)" % (holder.get("name", holder["unit"]), holder["unit"]))
+        elif holder.get("pid") and _pid_alive(holder["pid"]):
+            found.append("%s (pid %s)" % (holder.get("name", "process"), holder["pid"]))
+    return found
+
+
+def reset_gpu(state, index, caller_pid=None):
     """What ``nvidia-smi -r`` does: pending MIG mode applies, instances go. Raises when busy."""
     gpu = state["gpus"][index]
     if gpu.get("lost"):
         raise FakeStateError("GPU %s is lost" % gpu["pci_bus_id"])
-    if gpu.get("processes"):
-        raise FakeStateError("GPU %s is currently in use by another process." % gpu["pci_bus_id"])
+    holders = gpu_holders(state, index, caller_pid=os.getpid() if caller_pid is None else caller_pid)
+    if holders:
+        raise FakeStateError("GPU %s: In use by another client (%s)" % (gpu["pci_bus_id"], ", ".join(holders)))
     if gpu.get("passthrough"):
         raise FakeStateError("Resetting GPU %s is not supported." % gpu["pci_bus_id"])
     if gpu["mig_current"] is not None:
@@ -595,6 +648,13 @@ _init_count = 0
 
 def _raise(code):
     raise NVMLError(code)
+
+
+def _require_root():
+    """nvml.h marks MIG management, placements, instance listing and mode changes "Requires
+    privileged user" / "Requires root/admin permissions": others get NO_PERMISSION."""
+    if os.geteuid() != 0:
+        _raise(NVML_ERROR_NO_PERMISSION)
 
 
 def _read():
@@ -840,6 +900,19 @@ def _proc_struct(proc, mig):
 
 # --- library lifecycle ------------------------------------------------------------------------
 
+def _release_compute_modes():
+    """The driver tears a GPU's state down when its last client leaves, unless persistence
+    mode is on (nvidia-smi docs, "Persistence Mode": without it "the driver is unloaded" and
+    settings such as the compute mode are lost when no client is attached). Held open by
+    nvidia-persistenced (a holder unit) counts as a client."""
+    with mutate_state() as state:
+        for gpu in state["gpus"]:
+            if gpu.get("persistence_mode") or gpu.get("lost"):
+                continue
+            if not gpu_holders(state, gpu["index"]):
+                gpu["compute_mode"] = NVML_COMPUTEMODE_DEFAULT
+
+
 def nvmlInitWithFlags(flags):
     global _init_count
     path = _state_path()
@@ -850,6 +923,12 @@ def nvmlInitWithFlags(flags):
         _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
     if driver == "not_loaded":
         _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+    if _init_count == 0:
+        # The process now holds every GPU open until nvmlShutdown (see gpu_holders).
+        with mutate_state(path) as state:
+            clients = state.setdefault("nvml_clients", [])
+            if os.getpid() not in clients:
+                clients.append(os.getpid())
     _init_count += 1
 
 
@@ -862,6 +941,13 @@ def nvmlShutdown():
     if _init_count <= 0:
         _raise(NVML_ERROR_UNINITIALIZED)
     _init_count -= 1
+    path = _state_path()
+    if _init_count == 0 and path and os.path.exists(path):
+        with mutate_state(path) as state:
+            state["nvml_clients"] = [pid for pid in state.get("nvml_clients", []) if pid != os.getpid()]
+            if not state["nvml_clients"]:
+                del state["nvml_clients"]
+        _release_compute_modes()
 
 
 # --- system -----------------------------------------------------------------------------------
@@ -1048,6 +1134,25 @@ def nvmlDeviceSetComputeMode(handle, mode):
         gpu["compute_mode"] = mode
 
 
+def nvmlDeviceGetPersistenceMode(handle):
+    state = _read()
+    gpu = _gpu(state, handle)
+    # nvidia-persistenced keeps persistence mode on while it runs (its man page).
+    return int(bool(gpu.get("persistence_mode")) or
+               any(h.get("persistence") and h.get("unit") and _unit_active(h["unit"])
+                   for h in state.get("holders", [])))
+
+
+def nvmlDeviceSetPersistenceMode(handle, mode):
+    mode = int(mode)
+    if mode not in (NVML_FEATURE_DISABLED, NVML_FEATURE_ENABLED):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    with _mutate() as state:
+        gpu = _gpu(state, handle)
+        _require_root()  # nvml.h: "Requires root/admin permissions."
+        gpu["persistence_mode"] = bool(mode)
+
+
 # --- MIG mode ---------------------------------------------------------------------------------
 
 def nvmlDeviceGetMigMode(device):
@@ -1060,10 +1165,14 @@ def nvmlDeviceGetMigMode(device):
 def nvmlDeviceSetMigMode(device, mode):
     """Returns the activation status (NVML_SUCCESS, NVML_ERROR_IN_USE, ...), like NVML.
 
-    Ampere: the change is recorded as pending and needs a GPU reset (the driver's own reset
-    attempt is modelled as not happening, as when persistenced or DCGM hold the GPU).
-    Hopper+: applies at once when the GPU is idle. With processes on the GPU the change
-    stays pending and the status is NVML_ERROR_IN_USE (UNVERIFIED for Hopper).
+    Ampere: the driver resets the GPU itself and the change applies at once when nothing
+    else holds the GPU (MIG User Guide: "the driver will attempt to reset the GPU"); while
+    something does (see gpu_holders; the caller's own NVML session does not count) the change
+    stays pending and the status is NVML_ERROR_IN_USE. Hopper+: no reset is needed; it applies
+    at once unless compute processes run (IN_USE, UNVERIFIED for Hopper).
+    In a VM with passthrough (``passthrough: true``) it stays pending with the GPU's
+    ``passthrough_status``: NVML_ERROR_RESET_REQUIRED (default) or NVML_ERROR_NOT_SUPPORTED,
+    both seen in the guide's VM example.
     Disabling MIG while GPU instances exist raises NVMLError_InUse (UNVERIFIED: modelled on
     nvidia-smi refusing `-mig 0` until the instances are destroyed).
     """
@@ -1073,6 +1182,7 @@ def nvmlDeviceSetMigMode(device, mode):
     with _mutate() as state:
         gpu = _gpu(state, device)
         _mig_spec(state, gpu, need_enabled=False)
+        _require_root()  # nvml.h: "Requires root user."
         wanted = bool(mode)
         if wanted == gpu["mig_current"] and wanted == gpu["mig_pending"]:
             return NVML_SUCCESS
@@ -1083,11 +1193,15 @@ def nvmlDeviceSetMigMode(device, mode):
             # Cancelling a pending change needs no reset.
             return NVML_SUCCESS
         if gpu.get("passthrough"):
-            return NVML_ERROR_RESET_REQUIRED
+            return gpu.get("passthrough_status", NVML_ERROR_RESET_REQUIRED)
         if gpu["processes"]:
             return NVML_ERROR_IN_USE
-        if _spec(state, gpu)["architecture"] != "ampere":
-            gpu["mig_current"] = wanted
+        if _spec(state, gpu)["architecture"] == "ampere":
+            if gpu_holders(state, gpu["index"], caller_pid=os.getpid()):
+                return NVML_ERROR_IN_USE
+            gpu["gpu_instances"] = []
+            gpu["compute_mode"] = NVML_COMPUTEMODE_DEFAULT
+        gpu["mig_current"] = wanted
         return NVML_SUCCESS
 
 

@@ -225,10 +225,29 @@ class Nvml:
                           self.handle(index), gpu=index)
         return COMPUTE_MODE_NAMES.get(value, str(value))
 
+    def persistence_mode(self, index):
+        """Whether persistence mode is on (nvidia-persistenced turns it on while it runs)."""
+        value = self.call("reading persistence mode", self.pynvml.nvmlDeviceGetPersistenceMode,
+                          self.handle(index), gpu=index)
+        return value == self.pynvml.NVML_FEATURE_ENABLED
+
     def set_compute_mode(self, index, mode):
-        """``mode``: a COMPUTE_MODE_NAMES value such as "EXCLUSIVE_PROCESS"."""
+        """``mode``: a COMPUTE_MODE_NAMES value such as "EXCLUSIVE_PROCESS".
+
+        Without persistence mode the driver drops the GPU's settings, compute mode included,
+        when its last client leaves (nvidia-smi docs, "Persistence Mode"), so a non-default
+        mode is kept by turning persistence mode on first. Returns True when it did that.
+        """
+        handle = self.handle(index)
+        persistence_set = False
+        if mode != "DEFAULT" and not self.persistence_mode(index):
+            self.call("enabling persistence mode (so compute mode %s survives the last client)" % mode,
+                      self.pynvml.nvmlDeviceSetPersistenceMode, handle,
+                      self.pynvml.NVML_FEATURE_ENABLED, gpu=index)
+            persistence_set = True
         self.call("setting compute mode %s" % mode, self.pynvml.nvmlDeviceSetComputeMode,
-                  self.handle(index), COMPUTE_MODE_VALUES[mode], gpu=index)
+                  handle, COMPUTE_MODE_VALUES[mode], gpu=index)
+        return persistence_set
 
     def mig_mode(self, index):
         """(current, pending) as booleans, or (None, None) on a GPU without MIG."""
