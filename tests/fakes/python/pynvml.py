@@ -1122,6 +1122,7 @@ def nvmlDeviceSetComputeMode(handle, mode):
     mode = int(getattr(mode, "value", mode))
     with _mutate() as state:
         gpu = _gpu(state, handle)
+        _require_root()  # nvml.h: "Requires privileged user."
         if mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
             _raise(NVML_ERROR_NOT_SUPPORTED)
         if mode not in (NVML_COMPUTEMODE_DEFAULT, NVML_COMPUTEMODE_PROHIBITED,
@@ -1252,6 +1253,7 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
     """Python name without _v2, like nvidia-ml-py (which calls the _v2 C symbol)."""
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     prof = _profile_by_id(state, gpu, int(profileId))
     _fill(placementsRef, countRef, prof["placements"],
           lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
@@ -1262,6 +1264,7 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
 def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     prof = _profile_by_id(state, gpu, int(profileId))
     used = 0
     compute = 0
@@ -1283,6 +1286,7 @@ def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
 def _create(device, profileId, placement):
     with _mutate() as state:
         gpu = _gpu(state, device)
+        _require_root()  # nvml.h: "Requires privileged user."
         prof = _profile_by_id(state, gpu, int(profileId))
         if placement is None:
             # Without a placement the driver picks the first free one that fits.
@@ -1317,6 +1321,7 @@ def nvmlDeviceCreateGpuInstanceWithPlacement(device, profileId, placement):
 def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     prof = _profile_by_id(state, gpu, int(profileId))
     items = [gi for gi in gpu["gpu_instances"] if gi["profile_id"] == prof["id"]]
     _fill(gpuInstancesRef, countRef, items, lambda gi: _gi_handle(gpu["index"], gi["id"]))
@@ -1326,6 +1331,7 @@ def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
 def nvmlDeviceGetGpuInstanceById(device, gpuInstanceId):
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     _mig_spec(state, gpu)
     if _find_gi(gpu, int(gpuInstanceId)) is None:
         _raise(NVML_ERROR_NOT_FOUND)
@@ -1346,6 +1352,7 @@ def nvmlGpuInstanceGetInfo(gpuInstance):
 def nvmlGpuInstanceDestroy(gpuInstance):
     with _mutate() as state:
         gpu, gi = _gi_of(state, gpuInstance)
+        _require_root()  # nvml.h: "Requires privileged user."
         if gi["compute_instances"] or any(p.get("gpu_instance_id") == gi["id"] for p in gpu["processes"]):
             _raise(NVML_ERROR_IN_USE)
         gpu["gpu_instances"] = [g for g in gpu["gpu_instances"] if g["id"] != gi["id"]]
@@ -1384,6 +1391,7 @@ def _ci_handle(index, gi_id, ci_id):
 def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
     with _mutate() as state:
         gpu, gi = _gi_of(state, gpuInstance)
+        _require_root()  # nvml.h: "Requires privileged user."
         ci = _create_ci(state, gpu, gi, int(profileId))
         return _ci_handle(gpu["index"], gi["id"], ci["id"])
 
@@ -1391,6 +1399,7 @@ def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
 def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesRef, countRef):
     state = _read()
     gpu, gi = _gi_of(state, gpuInstance)
+    _require_root()  # nvml.h: "Requires privileged user."
     items = [ci for ci in gi["compute_instances"] if ci["profile_id"] == int(profileId)]
     _fill(computeInstancesRef, countRef, items, lambda ci: _ci_handle(gpu["index"], gi["id"], ci["id"]))
     return NVML_SUCCESS
@@ -1429,6 +1438,7 @@ def nvmlComputeInstanceGetInfo(computeInstance):
 def nvmlComputeInstanceDestroy(computeInstance):
     with _mutate() as state:
         gpu, gi, ci = _ci_of(state, computeInstance)
+        _require_root()  # nvml.h: "Requires privileged user."
         if any(p.get("gpu_instance_id") == gi["id"] and p.get("compute_instance_id", ci["id"]) == ci["id"]
                for p in gpu["processes"]):
             _raise(NVML_ERROR_IN_USE)
@@ -1451,7 +1461,9 @@ def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
     _mig_spec(state, gpu)
     devices = _mig_devices(gpu)
     if not 0 <= int(index) < len(devices):
-        _raise(NVML_ERROR_NOT_FOUND)
+        # An empty slot: NOT_FOUND on most drivers, INVALID_ARGUMENT on some (NVIDIA's go-nvlib
+        # pkg/nvlib/device skips both); the state's ``empty_mig_slot_code`` picks one.
+        _raise(state.get("empty_mig_slot_code", NVML_ERROR_NOT_FOUND))
     gi, ci = devices[int(index)]
     return _device_handle(gpu["index"], gi["id"], ci["id"])
 
@@ -1478,3 +1490,70 @@ def nvmlDeviceGetComputeInstanceId(device):
 def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
     gpu = _gpu(_read(), migDevice, allow_mig_device=True)
     return _device_handle(gpu["index"])
+
+
+# --- older drivers: functions libnvidia-ml lacks ------------------------------------------------
+# The state's ``missing_functions`` lists C symbols an older libnvidia-ml.so lacks. As in
+# nvidia-ml-py, the wrapper that calls one raises NVMLError_FunctionNotFound, and the
+# unversioned wrappers marked throwOnVersionMismatch raise NVMLLibraryMismatchError instead.
+# Python name -> the C symbol nvidia-ml-py 13.615.71 looks up for it.
+_C_SYMBOLS = {
+    "nvmlDeviceGetComputeRunningProcesses_v3": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGpuInstancePossiblePlacements": "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceGetMaxMigDeviceCount": "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex": "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceCreateGpuInstanceWithPlacement": "nvmlDeviceCreateGpuInstanceWithPlacement",
+    "nvmlComputeInstanceGetInfo_v2": "nvmlComputeInstanceGetInfo_v2",
+    "nvmlSystemGetCudaDriverVersion": "nvmlSystemGetCudaDriverVersion",
+}
+_THROW_ON_VERSION_MISMATCH = ("nvmlDeviceGetComputeRunningProcesses",)
+
+
+def _missing(symbol):
+    path = _state_path()
+    if not path or not os.path.exists(path):
+        return False
+    return symbol in load_state(path).get("missing_functions", [])
+
+
+def _with_symbol(func, symbol):
+    def wrapper(*args, **kwargs):
+        if _missing(symbol):
+            _raise(NVML_ERROR_FUNCTION_NOT_FOUND)
+        return func(*args, **kwargs)
+    wrapper.__name__ = func.__name__
+    wrapper.__signature__ = __import__("inspect").signature(func)
+    return wrapper
+
+
+def _throw_on_version_mismatch(func):
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except NVMLError_FunctionNotFound:  # noqa: F821 (generated above)
+            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match "
+                                           "the NVML lib version.")
+    wrapper.__name__ = func.__name__
+    wrapper.__signature__ = __import__("inspect").signature(func)
+    return wrapper
+
+
+def _gi_profile_info_symbol(func):
+    """nvmlDeviceGetGpuInstanceProfileInfo looks up ...InfoV for version 2, ...Info for 1."""
+    def wrapper(device, profile, version=2):
+        if version == 2 and _missing("nvmlDeviceGetGpuInstanceProfileInfoV"):
+            _raise(NVML_ERROR_FUNCTION_NOT_FOUND)
+        return func(device, profile, version)
+    wrapper.__name__ = func.__name__
+    wrapper.__signature__ = __import__("inspect").signature(func)
+    return wrapper
+
+
+for _name, _symbol in _C_SYMBOLS.items():
+    globals()[_name] = _with_symbol(globals()[_name], _symbol)
+nvmlDeviceGetComputeRunningProcesses = _throw_on_version_mismatch(
+    lambda handle: nvmlDeviceGetComputeRunningProcesses_v3(handle))
+nvmlDeviceGetComputeRunningProcesses.__signature__ = __import__("inspect").signature(lambda handle: None)
+nvmlDeviceGetComputeRunningProcesses.__name__ = "nvmlDeviceGetComputeRunningProcesses"
+nvmlDeviceGetGpuInstanceProfileInfo = _gi_profile_info_symbol(nvmlDeviceGetGpuInstanceProfileInfo)
+nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo

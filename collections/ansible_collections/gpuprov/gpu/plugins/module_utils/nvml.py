@@ -47,7 +47,8 @@ _HINTS = {
     "NVMLError_NotSupported": (
         "this GPU or driver does not support the operation (MIG needs an A30, A100, H100, H200, "
         "GH200 or B200 class GPU with MIG mode enabled)"),
-    "NVMLError_NoPermission": "run the task as root (become: true)",
+    "NVMLError_NoPermission": "run as root (become: true); NVML allows MIG changes, placements and "
+                              "instance listing to root only",
     "NVMLError_GpuIsLost": (
         "the GPU has fallen off the bus; check the kernel log for Xid errors, then reset the GPU "
         "(nvidia-smi -r) or reboot the node"),
@@ -58,7 +59,14 @@ _HINTS = {
     "NVMLError_InvalidArgument": "the request does not match the GPU's state; re-read it with gpu_facts",
     "NVMLError_NotFound": "the object no longer exists; re-read the GPU's state with gpu_facts",
     "NVMLError_LibRmVersionMismatch": "the NVIDIA library and kernel module differ; reboot or reload the driver",
+    "NVMLError_FunctionNotFound": "the NVIDIA driver is too old for this call; gpuprov needs driver %s or newer"
+                                  % "R525",
 }
+# The oldest driver branch gpuprov supports: the newest NVML symbols it calls
+# (nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetGpuInstanceProfileInfoV with profile
+# names, 1g+me / 1g 2x-memory profiles) all exist there. (UNVERIFIED: from NVIDIA's release
+# notes as summarised by mig-parted's configs, not checked against each nvml.h release.)
+MINIMUM_DRIVER = "R525"
 
 
 class NvmlError(Exception):
@@ -168,6 +176,13 @@ class Nvml:
             return func(*args, **kwargs)
         except self.pynvml.NVMLError as exc:
             raise NvmlError.from_nvml(exc, gpu=gpu, operation=operation, bus_id=self._bus_ids.get(gpu))
+        except getattr(self.pynvml, "NVMLLibraryMismatchError", ()) as exc:
+            # Not an NVMLError: nvidia-ml-py's unversioned wrappers raise it when the driver's
+            # library lacks the versioned symbol, i.e. the driver is older than nvidia-ml-py.
+            where = "GPU %s: " % gpu if gpu is not None else ""
+            raise NvmlError("%s%s failed: %s" % (where, operation, exc), gpu=gpu, operation=operation,
+                            hint=_HINTS["NVMLError_FunctionNotFound"], reason=str(exc),
+                            error_class="NVMLError_FunctionNotFound")
 
     @staticmethod
     def is_error(exc, name):
@@ -312,8 +327,9 @@ class Nvml:
                 mig_handle = self.call("opening MIG device %d" % slot,
                                        self.pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot, gpu=index)
             except NvmlError as exc:
-                if self.is_error(exc, "NotFound"):
-                    continue  # empty slot
+                if self.is_error(exc, "NotFound") or self.is_error(exc, "InvalidArgument"):
+                    # An empty slot: drivers answer either code (go-nvlib skips both).
+                    continue
                 raise
             gi_id = self.call("reading a MIG device's GPU instance",
                               self.pynvml.nvmlDeviceGetGpuInstanceId, mig_handle, gpu=index)
@@ -330,8 +346,7 @@ class Nvml:
         infos = []
         for enum in GPU_INSTANCE_PROFILE_ENUMS:
             try:
-                info = self.call("reading MIG profile %d" % enum,
-                                 self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, gpu=index)
+                info = self._profile_info(index, handle, enum)
             except NvmlError as exc:
                 if self.is_error(exc, "NotSupported") or self.is_error(exc, "InvalidArgument"):
                     continue  # the GPU lacks this profile
@@ -354,6 +369,17 @@ class Nvml:
             profiles[name] = GpuProfile(name, enum, info.id, info.sliceCount, info.instanceCount,
                                         int(info.memorySizeMB), self._placements(index, handle, info))
         return profiles
+
+    def _profile_info(self, index, handle, enum):
+        """Profile info v2 (with its name); drivers without ...ProfileInfoV give v1 (no name)."""
+        try:
+            return self.call("reading MIG profile %d" % enum,
+                             self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, gpu=index)
+        except NvmlError as exc:
+            if not self.is_error(exc, "FunctionNotFound"):
+                raise
+        return self.call("reading MIG profile %d" % enum,
+                         self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, 1, gpu=index)
 
     def _placements(self, index, handle, info):
         buf = (self.pynvml.c_nvmlGpuInstancePlacement_t * max(info.instanceCount, 8))()

@@ -114,7 +114,7 @@ def test_non_root_is_told_to_become_root(fake_node, run_module, monkeypatch):
     fake_node.setup([("H100-80GB", 1)])
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     result = run_module(mig_mode.main, {"state": "enabled"})
-    assert result.failed and "run the task as root (become: true)" in result["msg"]
+    assert result.failed and "run as root (become: true)" in result["msg"]
     assert _modes(fake_node) == [(False, False)]
 
 
