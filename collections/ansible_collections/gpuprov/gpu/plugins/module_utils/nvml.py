@@ -133,9 +133,14 @@ def _text(value):
 
 def profile_name_from_memory(memory_mb, total_memory_mib, memory_gib_total, slices, enum):
     """Profile name by go-nvlib's rule, when NVML gives no name: GB =
-    round(ceil(8 * mem / total) / 8 * ceil(total GiB))."""
+    round(ceil(8 * mem / total) / 8 * ceil(total GiB)).
+
+    go-nvlib (pkg/nvlib/device/mig_profile.go, getMigMemorySizeGB) rounds with Go's
+    math.Round, half away from zero; Python's round() rounds half to even, which would name
+    B200's 1g (1/8 of 180 GiB = 22.5) 1g.22gb instead of NVIDIA's 1g.23gb.
+    """
     fraction = math.ceil(8.0 * memory_mb / total_memory_mib) / 8.0
-    name = "%dg.%dgb" % (slices, int(round(fraction * math.ceil(memory_gib_total))))
+    name = "%dg.%dgb" % (slices, int(math.floor(fraction * math.ceil(memory_gib_total) + 0.5)))
     if enum in _MEDIA_EXTENSION_ENUMS:
         name += "+me"
     return name
