@@ -478,6 +478,14 @@ def _model_spec(key):
     return spec
 
 
+def add_profile(state, model, enum, profile_id, name, slice_count, memory_mb, placements, instance_count=1):
+    """A GPU-instance profile beyond the catalog's (GFX, -me, +me.all variants that newer
+    drivers offer and other tools may use). Their ids are the test's choice (UNVERIFIED)."""
+    state["models"][model]["mig"]["profiles"].append({
+        "enum": enum, "id": profile_id, "name": "MIG " + name, "slice_count": slice_count,
+        "instance_count": instance_count, "memory_mb": memory_mb, "placements": [list(p) for p in placements]})
+
+
 def new_state(gpus=(), numa_nodes=1, driver_version="550.54.15", cuda_driver_version=12040,
               driver="loaded"):
     """A node's state: ``gpus`` is [(catalog model key, count), ...], in index order.

@@ -24,11 +24,17 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import Inst
 COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 COMPUTE_MODE_VALUES = dict((name, value) for value, name in COMPUTE_MODE_NAMES.items())
 
-# NVML GPU-instance profile enums gpuprov manages (NVML_GPU_INSTANCE_PROFILE_*): the plain
-# compute profiles, the +me profiles (REV1) and the double-memory 1g (REV2). Graphics and
-# media-less variants are left alone.
-GPU_INSTANCE_PROFILE_ENUMS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+# Every NVML GPU-instance profile enum (NVML_GPU_INSTANCE_PROFILE_* 0 .. COUNT-1 = 0x11 in
+# nvml.h): besides the plain, +me (REV1) and double-memory (REV2) profiles gpuprov plans with,
+# other tools may have made GFX, NO_ME ("-me") and ALL_ME ("+me.all") instances; gpuprov must
+# see those too, or it would take their slices for free.
+GPU_INSTANCE_PROFILE_ENUMS = tuple(range(0x12))
 _MEDIA_EXTENSION_ENUMS = (7, 8)
+# Name suffixes go-nvlib gives the other variants when NVML has no name (mig_profile.go).
+_ENUM_SUFFIXES = {0xA: "+gfx", 0xB: "+gfx", 0xC: "+gfx", 0x11: "+gfx", 0xD: "-me", 0xE: "-me",
+                  0xF: "+me.all", 0x10: "+me.all"}
+# Every NVML compute-instance profile enum (NVML_COMPUTE_INSTANCE_PROFILE_*, COUNT = 9).
+_CI_PROFILE_ENUMS = tuple(range(9))
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum for a compute instance of N compute slices.
 _CI_ENUM_FOR_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 _NO_ID = 0xFFFFFFFF
@@ -143,7 +149,7 @@ def profile_name_from_memory(memory_mb, total_memory_mib, memory_gib_total, slic
     name = "%dg.%dgb" % (slices, int(math.floor(fraction * math.ceil(memory_gib_total) + 0.5)))
     if enum in _MEDIA_EXTENSION_ENUMS:
         name += "+me"
-    return name
+    return name + _ENUM_SUFFIXES.get(enum, "")
 
 
 class Nvml:
@@ -433,7 +439,7 @@ class Nvml:
     def _compute_instance_handles(self, index, gi):
         """[(compute instance handle, its profile info)] of one GPU instance."""
         handles = []
-        for enum in sorted(set(_CI_ENUM_FOR_SLICES.values())):
+        for enum in _CI_PROFILE_ENUMS:
             try:
                 info = self.call("reading compute instance profile %d" % enum,
                                  self.pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
