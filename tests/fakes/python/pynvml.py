@@ -567,13 +567,18 @@ def create_instances(state, index, instances):
 
 
 def _pid_alive(pid):
+    """Whether a process still exists; a zombie has closed its files, so it holds nothing."""
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open("/proc/%d/stat" % int(pid)) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (IOError, OSError, IndexError):
+        return True
 
 
 def _unit_active(unit):
