@@ -112,3 +112,22 @@ def test_empty_mig_slot_may_answer_invalid_argument(fake_node):
     fake_node.save(state)
     with Nvml() as nvml:
         assert [(p["pid"], p["gpu_instance_id"]) for p in nvml.processes(0)] == [(77, gi_id)]
+
+
+def test_exclusive_compute_mode_turns_persistence_on_so_it_survives_the_last_client(fake_node):
+    fake_node.setup([("H100-80GB", 2)])
+    with Nvml() as nvml:
+        assert nvml.set_compute_mode(0, "EXCLUSIVE_PROCESS") is True
+        assert nvml.persistence_mode(0) is True
+        assert nvml.set_compute_mode(1, "DEFAULT") is False  # the default needs no persistence
+    # NVML is shut down: no client is left, and the mode must still be there.
+    with Nvml() as nvml:
+        assert nvml.compute_mode(0) == "EXCLUSIVE_PROCESS"
+
+
+def test_persistenced_already_keeps_the_mode(fake_node):
+    fake_node.setup([("H100-80GB", 1)])
+    fake_node.hold()  # nvidia-persistenced runs: persistence mode reads on
+    with Nvml() as nvml:
+        assert nvml.set_compute_mode(0, "EXCLUSIVE_PROCESS") is False
+    assert fake_node.load()["gpus"][0]["persistence_mode"] is False

@@ -275,3 +275,14 @@ def test_instances_of_other_profiles_are_seen_and_named(fake_node, run_module):
     assert result.failed
     assert "1g.10gb-me" in result["msg"]
     assert fake_node.load()["gpus"][0]["gpu_instances"][0]["profile_id"] == 21  # left alone
+
+
+def test_non_root_is_told_to_become_root(fake_node, run_module, monkeypatch):
+    # nvml.h: placements and instance creation "Requires privileged user".
+    state = fake_node.setup([("H100-80GB", 1)])
+    fake_node.pynvml.set_mig_mode(state, 0, True)
+    fake_node.save(state)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = run_module(mig_layout.main, {"layout": {"7g.80gb": 1}})
+    assert result.failed and "run as root (become: true)" in result["msg"]
+    assert fake_node.load()["gpus"][0]["gpu_instances"] == []
