@@ -14,9 +14,12 @@ function names, constants, structure classes and ``NVMLError_*`` classes match n
 * MIG calls on a GPU without MIG (T4, L40S, ...) raise ``NVMLError_NotSupported``, and so do
   GPU/compute-instance calls on a MIG-capable GPU whose MIG mode is off (nvml.h: "If device
   doesn't have MIG mode enabled" -> NVML_ERROR_NOT_SUPPORTED);
-* ``nvmlDeviceSetMigMode`` returns the activation status instead of raising: on Ampere the new
-  mode stays pending until a GPU reset, on Hopper and later it applies at once; with processes
-  on the GPU it stays pending and the status is NVML_ERROR_IN_USE.
+* ``nvmlDeviceSetMigMode`` returns the activation status instead of raising: on Ampere the
+  driver resets the GPU itself and the mode applies at once unless something holds the GPU
+  (then it stays pending and the status is NVML_ERROR_IN_USE), on Hopper and later it applies
+  at once; with processes on the GPU it stays pending (NVML_ERROR_IN_USE);
+* a GPU reset (``reset_gpu``, fake ``nvidia-smi -r``) fails while anything holds the GPU,
+  including any other process with an open NVML session.
 
 State (one JSON file named by ``GPUPROV_FAKE_NVML_STATE``) is read on every call and written
 after every change under an flock, so separate processes (a module, ``nvidia-smi``, a test)
@@ -29,11 +32,30 @@ Per-GPU test hooks in the state:
                              ``fail_create_count`` (default 1) fail with ``fail_create_code``
                              (default NVML_ERROR_INSUFFICIENT_RESOURCES); then the hook clears
   ``passthrough: true``      the GPU cannot be reset from the guest (as in a VM): a MIG mode
-                             change reports NVML_ERROR_RESET_REQUIRED and ``reset_gpu`` refuses
+                             change stays pending with ``passthrough_status`` (default
+                             NVML_ERROR_RESET_REQUIRED; NVML_ERROR_NOT_SUPPORTED is also seen)
+  ``persistence_mode``       persistence mode; without it (and without a persistence holder)
+                             the compute mode is lost when the last NVML client shuts down
+
+Node-wide keys:
+  ``nvml_clients``           pids with an open NVML session (nvmlInit adds, nvmlShutdown
+                             removes); a reset is refused while another live one exists
+  ``holders``                what else holds the GPUs open: ``{"name", "unit"}`` while the
+                             fake systemctl has the unit active (``"persistence": true`` for
+                             nvidia-persistenced), ``{"name", "pid"}`` while the process lives
+  ``empty_mig_slot_code``    what nvmlDeviceGetMigDeviceHandleByIndex answers for an empty slot
+                             (NVML_ERROR_NOT_FOUND by default, or NVML_ERROR_INVALID_ARGUMENT)
+  ``missing_functions``      C symbols an older libnvidia-ml lacks (FunctionNotFound, or
+                             NVMLLibraryMismatchError from the unversioned wrappers)
+
+MIG management, placements and instance listing raise NO_PERMISSION unless the effective
+uid is 0 (nvml.h "Requires privileged user").
 
 Helpers for tests and the fleet: ``new_state``, ``load_state``, ``save_state``,
-``mutate_state``, ``add_process``, ``set_mig_mode``, ``create_instances``, ``reset_gpu``,
-``reboot``.
+``mutate_state``, ``add_process``, ``add_profile``, ``set_mig_mode``, ``create_instances``,
+``gpu_holders``, ``reset_gpu``, ``reboot``. They are not NVML names (the contract test in
+tests/unit/plugins/module_utils/test_pynvml_contract.py keeps every nvml* name the fake
+defines equal to nvidia-ml-py's).
 """
 
 from __future__ import absolute_import, division, print_function
