@@ -337,3 +337,20 @@ def test_state_file_checks_match_what_the_role_writes(fake_node, tmp_path):
     with pytest.raises(mig_restore.StateFileError) as err:
         mig_restore.check_state(broken, "f.json")
     assert "f.json: gpus[1]: GPU 0 is listed twice" in str(err.value)
+
+
+def test_passthrough_vm_is_told_to_reboot_not_reset(fake_node, tmp_path, capsys):
+    # In a VM with passthrough the mode change stays pending with activation status
+    # NOT_SUPPORTED (3) on some hosts, RESET_REQUIRED (16) on others: never try a reset.
+    state = fake_node.setup([("A100-80GB", 2)])
+    state["gpus"][0].update(passthrough=True, passthrough_status=fake_node.pynvml.NVML_ERROR_NOT_SUPPORTED)
+    state["gpus"][1].update(passthrough=True)
+    fake_node.save(state)
+    path = write_state_file(fake_node, tmp_path, plan_for("A100-80GB", 2))
+
+    assert run(path) == mig_restore.EXIT_FAILED
+
+    err = capsys.readouterr().err
+    assert "activation status 3, as in a VM with GPU passthrough); reboot the VM" in err
+    assert "activation status 16, as in a VM with GPU passthrough); reboot the VM" in err
+    assert resets(fake_node) == []
