@@ -145,6 +145,12 @@ def test_mig_change_releases_and_restores_the_gpu_holders(node):
     assert POD not in cluster_state["pods"]  # the DaemonSet controller took it off the node
     assert node.pod.wait(timeout=10) is not None  # and the kubelet stopped its process
 
+    # Already as planned: nothing is stopped or paused again.
+    os.unlink(node.call_log)
+    again = node.converge()
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert _steps(node.calls()) == []
+
 
 def test_without_releasing_the_holders_the_change_fails_and_services_come_back(node):
     # gpuprov told to leave persistenced alone, and no cluster access: the GPU stays held.
