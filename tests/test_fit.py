@@ -16,6 +16,7 @@ import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (
     LayoutError, place, validate_instances)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 from gpuprov import fit as fit_mod
 from testlib import REPO
@@ -62,10 +63,10 @@ def assert_valid(data, workloads_by_name):
             for inst in gpu["mig"]["instances"]:
                 workload = workloads_by_name[inst["workload"].split("#")[0]]
                 profile = model.mig.profiles[inst["profile"]]
-                assert profile.memory_gib * 1024 >= fit_mod.parse_memory_mib(workload["memory"]) - 1e-6
+                assert profile.memory_gib * 1024 >= workload_memory_mib(workload["memory"]) - 1e-6
         else:
             assert len(names) == 1 or gpu["sharing"] in ("time-slicing", "mps")
-            memory = [fit_mod.parse_memory_mib(workloads_by_name[n.split("#")[0]]["memory"]) for n in names]
+            memory = [workload_memory_mib(workloads_by_name[n.split("#")[0]]["memory"]) for n in names]
             assert all(workloads_by_name[n.split("#")[0]].get("isolation", "soft") == "soft" for n in names)
             assert sum(memory) <= model.memory_mib + 1e-6
             if gpu["sharing"] == "mps":
@@ -165,7 +166,7 @@ def test_gb_and_gib_are_different_units(gpuprov, tmp_path):
     ("10G", 1e10 / 2 ** 20), ("512Mi", 512.0), ("512MiB", 512.0), ("1.5TiB", 1.5 * 2 ** 20), ("12", 12288.0),
 ])
 def test_memory_units(text, mib):
-    assert fit_mod.parse_memory_mib(text) == pytest.approx(mib)
+    assert workload_memory_mib(text) == pytest.approx(mib)
 
 
 @pytest.mark.parametrize("value", [True, "lots", "50 percent"])
@@ -315,7 +316,7 @@ def _brute_force(workloads, model):
         if block in memo:
             return memo[block]
         ws = [items[k] for k in block]
-        mem = [fit_mod.parse_memory_mib(w["memory"]) for w in ws]
+        mem = [workload_memory_mib(w["memory"]) for w in ws]
         result = False
         if all(w.get("isolation", "soft") == "soft" for w in ws) and sum(mem) <= model.memory_mib + 1e-6 and (
                 len(ws) == 1 or sum(shared_fraction(w) for w in ws) <= 1 + 1e-9):
@@ -455,23 +456,38 @@ def test_inventory_with_several_strategies_and_models_plans_cleanly(gpuprov, tmp
     assert plan["summary"]["physical_gpus"] == 4
 
 
-def test_physical_nodes_list_idle_gpus_and_keep_one_method_per_node(gpuprov, tmp_path):
-    # One node of 4 A100-40GB. Unconstrained, H+H share a GPU as 3g.20gb x2 and Big (20 GiB)
-    # + Mid (15 GiB) are time-sliced on a second GPU: 2 GPUs but two sharing methods, and
-    # the pool has one node. With MIG (or whole GPUs) only: H+H | Big whole (20 > 19.5 so
-    # not a 3g.20gb) | Mid (3g.20gb beside nothing) -> 3 GPUs on the one node, GPU 3 idle.
+def test_physical_nodes_time_slice_whole_gpus_beside_mig(gpuprov, tmp_path):
+    # One node of 4 A100-40GB. H+H share a GPU as 3g.20gb x2 and Big (20 GiB) + Mid (15 GiB)
+    # are time-sliced on a second GPU: two sharing methods on one node. The device plugin
+    # time-slices only the MIG-disabled GPU (time_slicing_replicas: {gpu: 2}), so the MIG
+    # instances stay unshared and 2 GPUs suffice; GPUs 2-3 stay idle.
     workloads = [{"name": "H", "memory": 12, "isolation": "hard", "replicas": 2},
                  {"name": "Big", "memory": 20}, {"name": "Mid", "memory": 15}]
     path = write(tmp_path, {"workloads": workloads, "pool": {"model": A100_40, "count": 4, "gpus_per_node": 4}})
     plan, data = _plan_inventory(gpuprov, tmp_path, path)
-    assert data["gpus_used"] == 3 and data["nodes_used"] == 1 and data["optimal"] is False
-    assert any("every node runs one sharing method: the fewest GPUs (2) need more nodes than the pool has"
-               in line for line in data["explanation"])
-    assert data["explanation"][-1] == "3 GPUs is the fewest under that rule (exhaustive search)"
+    assert data["gpus_used"] == 2 and data["nodes_used"] == 1 and data["optimal"] is True
     node = plan["nodes"]["fit-a100-sxm4-40gb-01"]
-    assert node["gpu_count"] == 4
-    assert [bool(g["mig"]["enabled"]) for g in node["gpus"]].count(False) == 2  # Big whole + the idle GPU
+    assert node["gpu_count"] == 4 and node["strategy"] == "mig"
+    assert node["mig"]["time_slicing_replicas"] == {"gpu": 2}
+    # The plugin time-slices every MIG-disabled GPU (one resource name), the idle ones too: 3 x 2.
+    assert node["resources"] == {"nvidia.com/gpu": 6, "nvidia.com/mig-3g.20gb": 2}
+    assert [bool(g["mig"]["enabled"]) for g in node["gpus"]].count(False) == 3
+    config = node["device_plugin"]["config"]["sharing"]["timeSlicing"]["resources"]
+    assert config == [{"name": "nvidia.com/gpu", "replicas": 2}]
+    assert sorted(g["sharing"] for g in data["gpus"]) == ["mig", "time-slicing"]
     assert_valid(data, dict((w["name"], w) for w in workloads))
+
+
+def test_physical_nodes_keep_one_method_per_node_with_mps(gpuprov, tmp_path):
+    # MPS cannot join a MIG node: the same pool packs without sharing on the MIG model.
+    workloads = [{"name": "H", "memory": 12, "isolation": "hard", "replicas": 2},
+                 {"name": "Big", "memory": 20}, {"name": "Mid", "memory": 15}]
+    path = write(tmp_path, {"workloads": workloads, "pool": {"model": A100_40, "count": 4, "gpus_per_node": 4}})
+    code, out, err = gpuprov("fit", path, "-o", "json", "--soft-sharing", "mps")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["gpus_used"] == 3 and data["nodes_used"] == 1 and data["optimal"] is False
+    assert any("every node runs one sharing method" in line for line in data["explanation"])
 
 
 # -- scale ------------------------------------------------------------------------------------
