@@ -72,8 +72,8 @@ notes:
   - In a VM with GPU passthrough the guest cannot reset the GPU; RV(gpus[].activation_status)
     reads C(NVML_ERROR_RESET_REQUIRED) or C(NVML_ERROR_NOT_SUPPORTED), no reset is tried, and the
     VM must be rebooted.
-  - The module shuts its NVML session down before it runs C(nvidia-smi -r): the driver refuses
-    a reset while any NVML client, the caller included, has the GPU open.
+  - The module shuts its NVML session down before it runs C(nvidia-smi -r), because the driver
+    refuses a reset while any NVML client, the caller included, has the GPU open.
 seealso:
   - module: gpuprov.gpu.gpu_facts
   - module: gpuprov.gpu.mig_layout
