@@ -133,6 +133,12 @@ ansible_facts:
             compute_mode:
               description: V(DEFAULT), V(EXCLUSIVE_PROCESS) or V(PROHIBITED).
               type: str
+            persistence_mode:
+              description:
+                - Whether persistence mode is on (nvidia-persistenced turns it on). Without it the
+                  driver drops settings such as the compute mode when the last client leaves.
+                - Null when NVML cannot say.
+              type: bool
             compute_capability:
               description: CUDA compute capability.
               type: str
@@ -147,7 +153,10 @@ ansible_facts:
               description: MIG mode after the next GPU reset; null on a GPU without MIG.
               type: bool
             mig_profiles:
-              description: GPU-instance profiles NVML offers (only while MIG is enabled).
+              description:
+                - GPU-instance profiles NVML offers (only while MIG is enabled).
+                - Missing when NVML refuses to list them (not root, or a driver without the call);
+                  a warning then says why.
               type: list
               elements: dict
               returned: when MIG is enabled
