@@ -8,7 +8,7 @@ import sysconfig
 import pytest
 
 SITE = sysconfig.get_paths()["purelib"]
-INSTALLED = os.path.join(SITE, "ansible_collections", "gpuprov", "gpu", "galaxy.yml")
+INSTALLED = os.path.join(SITE, "ansible_collections", "gpuprov", "gpu", "MANIFEST.json")
 
 
 @pytest.mark.skipif(not os.path.exists(INSTALLED),
