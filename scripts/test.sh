@@ -107,8 +107,10 @@ run_py312() {
     "$venv/bin/python" -m pip install --quiet --upgrade pip \
         && "$venv/bin/python" -m pip install --quiet . "ansible-core>=2.21,<2.22" pytest pytest-xdist jsonschema \
         || return 1
-    "$venv/bin/ansible" --version | head -1
-    "$venv/bin/ansible" --version | grep -q "core 2\.21\." || { echo "ansible-core 2.21 not installed"; return 1; }
+    local version
+    version=$("$venv/bin/ansible" --version) || return 1
+    echo "${version%%$'\n'*}"
+    [[ $version == *"core 2.21."* ]] || { echo "ansible-core 2.21 not installed"; return 1; }
     # ansible-test fetches get-pip for its own pip version; seed that cache as setup.sh does.
     site=$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')
     pipv=$(grep -o "pip='[0-9.]*'" "$site/_internal/python_requirements.py" | head -1 | tr -dc '0-9.')
