@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,7 +76,7 @@ class build_collection_py(build_py):
 packages, package_dir, package_data = collection_packages()
 setup(
     version=GALAXY["version"],
-    packages=["gpuprov"] + packages,
+    packages=find_packages(include=["gpuprov", "gpuprov.*"]) + packages,
     package_dir={"gpuprov": "gpuprov", **package_dir},
     package_data=package_data,
     include_package_data=False,

@@ -14,12 +14,12 @@ from fractions import Fraction
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import kubelet_config
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
     KubeletConfigDocument,
     KubeletConfigError,
     KubeletSettings,
-    parse_quantity,
     plan_change,
     write_file_atomic,
 )
@@ -463,14 +463,14 @@ def test_state_reset_follows_the_effective_policies(sysfs, keys, settings, cpu_r
     ("12E-1", Fraction(6, 5)),
     ("100n", Fraction(1, 10 ** 7)),
 ])
-def test_parse_quantity(text, expected):
-    assert parse_quantity(text) == expected
+def test_k8s_quantity(text, expected):
+    assert k8s_quantity(text) == expected
 
 
 @pytest.mark.parametrize("text", ["Mi", "1.5.5", "10 Mi", "1Gb", "1KiB", "", True, None, 1.5])
-def test_parse_quantity_rejects(text):
+def test_k8s_quantity_rejects(text):
     with pytest.raises(ValueError):
-        parse_quantity(text)
+        k8s_quantity(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -509,7 +509,7 @@ def test_crash_between_write_and_rename_leaves_the_old_file(config_file, monkeyp
         assert os.path.exists(src)  # the new content was fully written first
         raise failure
 
-    monkeypatch.setattr(kubelet_config.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic_write.os, "replace", broken_replace)
     with pytest.raises(type(failure)):
         write_file_atomic(config_file, "kind: broken\n", backup=False)
     with open(config_file) as handle:
