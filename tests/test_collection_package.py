@@ -91,6 +91,11 @@ def test_pip_installed_collection_passes_verify_and_a_changed_file_fails(tmp_pat
         files = json.loads(z.read(prefix + "FILES.json"))["files"]
     assert shipped == {e["name"] for e in files if e["ftype"] == "file"} | {"MANIFEST.json", "FILES.json"}
     assert "galaxy.yml" not in shipped
+    # The CLI package, subpackages included, ships beside the collection.
+    cli_sources = {os.path.relpath(os.path.join(d, f), ROOT).replace(os.sep, "/")
+                   for d, _dirs, files in os.walk(os.path.join(ROOT, "gpuprov")) for f in files if f.endswith(".py")}
+    with zipfile.ZipFile(wheel) as z:
+        assert cli_sources <= set(z.namelist()), sorted(cli_sources - set(z.namelist()))
 
     # A regular install: pip byte-compiles the .py files into __pycache__ folders.
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), wheel],
