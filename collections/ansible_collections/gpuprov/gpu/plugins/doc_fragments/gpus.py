@@ -6,31 +6,35 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# How mig_mode and mig_layout pick their GPUs (module_utils/mig_manager.py, select_gpus).
-_MIG_SELECTION = r"""
-      - GPUs by NVML index (V("0"), V("1"), ...), or V(all).
-      - V(all) skips GPUs without MIG support (reported in RV(skipped_gpus)), as mig-parted
-        does for C(devices) V(all); naming such a GPU by index is an error."""
-
 
 class ModuleDocFragment(object):
-    # The O(gpus) option of the MIG modules, default V(all) (mig_mode).
+    # How mig_mode and mig_layout pick their GPUs (module_utils/mig_manager.py, select_gpus).
+    # Both variants must stay plain string literals: ansible-test's yamllint sanity test reads
+    # them from the syntax tree, so the shared lines are written twice, here only.
+
+    # O(gpus) with default V(all) (mig_mode).
     DOCUMENTATION = r"""
 options:
   gpus:
-    description:%s
+    description:
+      - GPUs by NVML index (V("0"), V("1"), ...), or V(all).
+      - V(all) skips GPUs without MIG support (reported in RV(skipped_gpus)), as mig-parted
+        does for C(devices) V(all); naming such a GPU by index is an error.
     type: list
     elements: str
     default: [all]
-""" % _MIG_SELECTION
+"""
 
     # mig_layout: no default in the argument spec, since O(gpus) and O(devices) exclude each
     # other; left out, it means V(all).
     LAYOUT = r"""
 options:
   gpus:
-    description:%s
+    description:
+      - GPUs by NVML index (V("0"), V("1"), ...), or V(all).
+      - V(all) skips GPUs without MIG support (reported in RV(skipped_gpus)), as mig-parted
+        does for C(devices) V(all); naming such a GPU by index is an error.
       - Left out, V(all). Not used with O(devices), which names its GPUs itself.
     type: list
     elements: str
-""" % _MIG_SELECTION
+"""
