@@ -3,7 +3,7 @@
 import re
 
 
-# Scheduler messages
+# A message as the scheduler writes it:
 #
 # "0/9 nodes are available: 1 node(s) had untolerated taint {dedicated: llm-serving},
 #  2 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node affinity/selector.

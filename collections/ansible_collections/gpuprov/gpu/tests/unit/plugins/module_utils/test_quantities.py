@@ -63,7 +63,7 @@ def test_format_k8s_bytes_picks_the_largest_binary_suffix():
     ("10Gi", 10240),
     ("10GiB", 10240),
     ("10gib", 10240),                   # any case: people write 10gb
-    ("10240M", 10240 * 10 ** 6 / MIB),  # 9765.63 MiB
+    ("10240M", 10240 * 10 ** 6 / MIB),  # 9765.625 MiB
     ("10240Mi", 10240),
     (10, 10240),                        # a bare number is GiB
     (0.5, 512),
