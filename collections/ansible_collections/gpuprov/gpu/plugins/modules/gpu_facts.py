@@ -24,10 +24,10 @@ description:
     index and an C(error) message instead of failing the whole task.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.gpu.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
-requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the node, for GPU facts
+  - gpuprov.gpu.nvml
 attributes:
   check_mode:
     support: full
@@ -36,9 +36,6 @@ attributes:
     details: Nothing changes, so there is nothing to diff.
   facts:
     support: full
-  platform:
-    support: full
-    platforms: posix
 options:
   sysfs_root:
     description:

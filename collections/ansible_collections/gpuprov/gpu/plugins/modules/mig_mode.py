@@ -26,9 +26,12 @@ description:
     result still lists what was done on the earlier ones.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.gpu.attributes
   - ansible.builtin.action_common_attributes
+  - gpuprov.gpu.attributes
+  - gpuprov.gpu.nvml
+  - gpuprov.gpu.gpus
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the node
   - root privileges on the node
 attributes:
   check_mode:
@@ -36,23 +39,12 @@ attributes:
     details: Predicts the outcome; on Ampere (compute capability 8.x) it predicts a pending change.
   diff_mode:
     support: full
-  platform:
-    support: full
-    platforms: posix
 options:
   state:
     description: The MIG mode wanted.
     type: str
     choices: [enabled, disabled]
     required: true
-  gpus:
-    description:
-      - GPU indices to change, or V(all).
-      - V(all) skips GPUs without MIG support (reported in RV(skipped_gpus)), as mig-parted does
-        for C(devices) V(all); naming such a GPU by index is an error.
-    type: list
-    elements: str
-    default: [all]
   ignore_processes:
     description:
       - Change the mode even though compute processes run on the GPU. The driver keeps the
