@@ -13,6 +13,7 @@ import os
 import pytest
 import yaml
 
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
@@ -171,10 +172,14 @@ def test_directory_as_path(capsys, node):
 
 
 def test_failed_rename_reports_and_leaves_the_file(capsys, node, monkeypatch):
-    def broken_replace(src, dst):
-        raise OSError(28, "No space left on device")
+    real_rename = os.rename
 
-    monkeypatch.setattr(atomic_write.os, "replace", broken_replace)
+    def broken_rename(src, dst):
+        if os.fsdecode(dst) == node.config:
+            raise OSError(28, "No space left on device")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", broken_rename)
     result = run(capsys, node, backup=False, **NUMA_ARGS)
     assert result["failed"] is True
     assert result["msg"] == ("could not write kubelet config %s: No space left on device; the "
@@ -182,6 +187,61 @@ def test_failed_rename_reports_and_leaves_the_file(capsys, node, monkeypatch):
     assert result["cpu_manager_state_reset_required"] is True
     assert node.text() == node.original
     assert node.files() == ["config.yaml"]
+
+
+def test_the_file_is_moved_into_place_by_ansibles_atomic_move(capsys, node, monkeypatch):
+    # atomic_move keeps the SELinux context and file attributes; a plain rename does not.
+    moves = []
+    real_atomic_move = AnsibleModule.atomic_move
+
+    def recording_atomic_move(self, src, dest, *args, **kwargs):
+        moves.append(dest)
+        return real_atomic_move(self, src, dest, *args, **kwargs)
+
+    monkeypatch.setattr(AnsibleModule, "atomic_move", recording_atomic_move)
+    assert run(capsys, node, **NUMA_ARGS)["changed"] is True
+    assert moves == [node.config]
+
+
+def test_a_symlinked_config_is_written_through_and_the_link_kept(capsys, node, tmp_path):
+    target_dir = tmp_path / "etc"
+    target_dir.mkdir()
+    target = str(target_dir / "kubelet.yaml")
+    os.rename(node.config, target)
+    os.symlink(target, node.config)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["changed"] is True
+    assert os.path.islink(node.config) and os.readlink(node.config) == target
+    assert yaml.safe_load(open(target).read())["cpuManagerPolicy"] == "static"
+    # The backup sits beside the file that changed, not beside the link.
+    assert result["backup_file"].startswith(target + ".")
+
+
+def test_a_fifo_is_refused_without_hanging(capsys, node):
+    os.unlink(node.config)
+    os.mkfifo(node.config)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["msg"] == ("kubelet config %s is a FIFO, not a regular file: refusing to read "
+                             "or replace it" % node.config)
+    assert node.files() == ["config.yaml"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "is empty, not a KubeletConfiguration"),
+    ("# only a comment\n", "is empty, not a KubeletConfiguration"),
+    ("apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "is not a KubeletConfiguration (found "
+     "apiVersion 'v1', kind 'ConfigMap'"),
+    ("cpuManagerPolicy: none\n", "is not a KubeletConfiguration (found apiVersion None, kind "
+     "None"),
+])
+def test_an_empty_or_foreign_document_is_refused_not_rewritten(capsys, node, text, message):
+    with open(node.config, "w") as handle:
+        handle.write(text)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert message in result["msg"]
+    assert node.text() == text
 
 
 def test_memory_manager_static_with_matching_reservation(capsys, node):
