@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import stat
 import os
 
 import pytest
@@ -253,3 +254,160 @@ def test_memory_manager_static_with_matching_reservation(capsys, node):
     assert result["cpu_manager_state_reset_required"] is False
     assert yaml.safe_load(node.text())["reservedMemory"][1] == {
         "limits": {"memory": "434Mi"}, "numaNode": 1}
+
+
+# --------------------------------------------------------------------------------------------
+# Drop-in mode: the managed keys in <config_dir>/50-gpuprov.conf, the main file untouched
+
+
+def drop_in_dir(node, tmp_path, files=None):
+    config_dir = tmp_path / "kubelet.conf.d"
+    config_dir.mkdir()
+    for name, text in (files or {}).items():
+        (config_dir / name).write_text(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" + text)
+    return str(config_dir)
+
+
+def test_drop_in_holds_only_the_managed_keys_and_the_main_file_is_untouched(capsys, node,
+                                                                            tmp_path):
+    config_dir = drop_in_dir(node, tmp_path)
+    result = run(capsys, node, config_dir=config_dir, **NUMA_ARGS)
+    drop_in = os.path.join(config_dir, "50-gpuprov.conf")
+    assert result["changed"] is True
+    assert result["path"] == drop_in
+    assert node.text() == node.original
+    assert node.files() == ["config.yaml"]
+    with open(drop_in) as handle:
+        written = yaml.safe_load(handle)
+    assert written == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cpuManagerPolicy": "static", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"},
+        "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod",
+        "reservedSystemCPUs": "0,4,8,12"}
+    assert stat.S_IMODE(os.stat(drop_in).st_mode) == 0o644
+    assert result["cpu_manager_state_reset_required"] is True
+    assert "backup_file" not in result
+    assert run(capsys, node, config_dir=config_dir, **NUMA_ARGS)["changed"] is False
+
+
+def test_drop_in_resets_and_validation_use_the_merged_config(capsys, node, tmp_path):
+    # An earlier drop-in already runs the static policy with CPU 0 reserved: moving the
+    # reservation must reset the checkpoint although this drop-in is new.
+    config_dir = drop_in_dir(node, tmp_path, {
+        "10-site.conf": "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"})
+    result = run(capsys, node, config_dir=config_dir, reserved_system_cpus="0-1")
+    assert result["changed_keys"] == ["reservedSystemCPUs"]
+    assert result["cpu_manager_state_reset_reasons"] == [
+        "reservedSystemCPUs changes under the static CPU policy"]
+    # Memory Static is checked against the kube/system reservation of the merged config:
+    # the fixture's 256Mi + 512Mi + 100Mi, raised to 1Gi kube-reserved by the drop-in.
+    (tmp_path / "second").mkdir()
+    config_dir2 = drop_in_dir(node, tmp_path / "second",
+                              {"20-memory.conf": "kubeReserved:\n  memory: 1Gi\n"})
+    bad = run(capsys, node, config_dir=config_dir2, memory_manager_policy="Static",
+              reserved_memory=[{"numa_node": 0, "limits": {"memory": "868Mi"}}])
+    assert bad["failed"] is True
+    assert "is 1636Mi" in bad["msg"]
+    assert node.text() == node.original
+
+
+def test_a_later_drop_in_overriding_a_managed_key_is_refused_by_name(capsys, node, tmp_path):
+    config_dir = drop_in_dir(node, tmp_path, {
+        "90-override.conf": "topologyManagerPolicy: best-effort\n",
+        "95-same.conf": "topologyManagerScope: pod\n"})
+    result = run(capsys, node, config_dir=config_dir, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["errors"] == [
+        "topologyManagerPolicy: %s/90-override.conf sets topologyManagerPolicy, which "
+        "overrides the value gpuprov manages in %s/50-gpuprov.conf (the kubelet merges "
+        "drop-ins over the main config, in name order); remove it there"
+        % (config_dir, config_dir)]
+    assert sorted(os.listdir(config_dir)) == ["90-override.conf", "95-same.conf"]
+
+
+def test_in_place_mode_refuses_a_drop_in_that_overrides_the_main_file(capsys, node, tmp_path):
+    config_dir = drop_in_dir(node, tmp_path, {"10-cpu.conf": "cpuManagerPolicy: none\n"})
+    result = run(capsys, node, config_dir=config_dir, drop_in=False, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert "10-cpu.conf sets cpuManagerPolicy" in result["msg"]
+    assert node.text() == node.original
+
+
+def test_a_drop_in_that_is_not_a_kubelet_configuration_is_named(capsys, node, tmp_path):
+    config_dir = drop_in_dir(node, tmp_path)
+    with open(os.path.join(config_dir, "20-bad.conf"), "w") as handle:
+        handle.write("cpuManagerPolicy: static\n")
+    result = run(capsys, node, config_dir=config_dir, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["msg"].startswith("%s/20-bad.conf is not a KubeletConfiguration" % config_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# Versions and NUMA limits
+
+
+@pytest.mark.parametrize("version, args, message", [
+    ("v1.31.4", dict(cpu_manager_policy_options={"strict-cpu-reservation": True}),
+     "cpuManagerPolicyOptions.strict-cpu-reservation: needs kubelet 1.32 or newer; this "
+     "kubelet is 1.31"),
+    ("1.32", dict(cpu_manager_policy_options={"strict-cpu-reservation": True}),
+     "cpuManagerPolicyOptions.strict-cpu-reservation: is alpha in kubelet 1.32 and needs "
+     "featureGates CPUManagerPolicyAlphaOptions: true"),
+    ("1.27", dict(topology_manager_policy_options={"prefer-closest-numa-nodes": True}),
+     "topologyManagerPolicyOptions.prefer-closest-numa-nodes: is alpha in kubelet 1.27 and "
+     "needs featureGates TopologyManagerPolicyAlphaOptions: true"),
+    ("1.37", dict(topology_manager_policy_options={"numa-allocation-strategy": "spread"}),
+     "topologyManagerPolicyOptions.numa-allocation-strategy: needs kubelet 1.38 or newer"),
+])
+def test_options_the_kubelet_release_refuses(capsys, node, version, args, message):
+    settings = dict(NUMA_ARGS, **args)
+    result = run(capsys, node, kubelet_version=version, **settings)
+    assert result["failed"] is True
+    assert [e for e in result["errors"] if e.startswith(message)], result["errors"]
+    assert node.text() == node.original
+
+
+@pytest.mark.parametrize("version, args", [
+    ("1.35", dict(cpu_manager_policy_options={"strict-cpu-reservation": True})),
+    ("1.28", dict(topology_manager_policy_options={"prefer-closest-numa-nodes": True})),
+    ("1.23", dict(cpu_manager_policy_options={"full-pcpus-only": True})),
+])
+def test_options_the_kubelet_release_accepts(capsys, node, version, args):
+    assert run(capsys, node, kubelet_version=version, **dict(NUMA_ARGS, **args))["changed"]
+
+
+def test_a_beta_option_whose_gate_is_switched_off_is_refused(capsys, node):
+    text = node.original.replace("  KubeletTracing: false\n",
+                                 "  CPUManagerPolicyBetaOptions: false\n  KubeletTracing: false\n")
+    with open(node.config, "w") as handle:
+        handle.write(text)
+    result = run(capsys, node, kubelet_version="1.30", **NUMA_ARGS)
+    assert result["errors"] == [
+        "cpuManagerPolicyOptions.full-pcpus-only: is beta in kubelet 1.30 and needs "
+        "featureGates CPUManagerPolicyBetaOptions: true"]
+
+
+def test_drop_ins_need_a_kubelet_that_reads_them(capsys, node, tmp_path):
+    result = run(capsys, node, config_dir=drop_in_dir(node, tmp_path), kubelet_version="1.29",
+                 **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["msg"].startswith("config_dir: kubelet 1.29 does not read --config-dir")
+
+
+def test_a_bad_version_is_refused(capsys, node):
+    result = run(capsys, node, kubelet_version="latest", **NUMA_ARGS)
+    assert result["msg"] == ("kubelet_version: 'latest' is not a kubelet version such as 1.31 "
+                             "or v1.31.2")
+
+
+def test_topology_policy_on_more_than_8_numa_nodes(capsys, tmp_path):
+    node = Node(tmp_path, numa_nodes=9, cores_per_node=2, smt=False)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert ("topologyManagerPolicy: single-numa-node needs the Topology Manager, which the "
+            "kubelet refuses on a node with more than 8 NUMA nodes; this node has 9"
+            in result["msg"])
+    raised = run(capsys, node, topology_manager_policy_options={"max-allowable-numa-nodes": 9},
+                 **NUMA_ARGS)
+    assert raised["changed"] is True
