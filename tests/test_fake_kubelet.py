@@ -221,3 +221,24 @@ def test_a_config_that_does_not_load_never_answers_ok(node):
         assert code == 503 and "failed to load kubelet config file" in body
     finally:
         node.run(FAKE_KUBELET, "stop", "--pid-file", str(node.pid_file))
+
+
+def test_drop_ins_are_merged_over_the_config_in_name_order(node, tmp_path):
+    drop_ins = tmp_path / "kubelet.conf.d"
+    drop_ins.mkdir()
+    (drop_ins / "50-gpuprov.conf").write_text(CONFIG + "cpuManagerPolicy: static\n"
+                                              "reservedSystemCPUs: \"0\"\n")
+    (drop_ins / "ignored.yaml").write_text("kind: Pod\n")
+    node.checkpoint("cpu_manager_state", "none")
+    args = node.boot_args() + ["--config-dir", str(drop_ins)]
+    assert node.run(FAKE_KUBELET, *args).returncode == 0
+    status = json.loads(node.status.read_text())
+    assert 'configured policy "static" differs from state checkpoint policy "none"' in status["error"]
+    # A later drop-in wins, and a drop-in that is not a KubeletConfiguration stops the kubelet.
+    (drop_ins / "90-site.conf").write_text(CONFIG + "cpuManagerPolicy: none\n")
+    assert node.run(FAKE_KUBELET, *args).returncode == 0
+    assert json.loads(node.status.read_text())["healthy"] is True
+    (drop_ins / "95-bad.conf").write_text("cpuManagerPolicy: none\n")
+    assert node.run(FAKE_KUBELET, *args).returncode == 0
+    assert "95-bad.conf: not a kubelet.config.k8s.io/v1beta1" in json.loads(
+        node.status.read_text())["error"]

@@ -236,6 +236,25 @@ path:
   returned: always
   type: str
   sample: /var/lib/kubelet/config.yaml
+created:
+  description: This run created RV(path) (a new drop-in); undoing the change removes it.
+  returned: always
+  type: bool
+kubeadm_patch:
+  description:
+    - The managed keys as a KubeletConfiguration merge patch (a removed key is null), for
+      kubeadm's C(--patches) directory as C(kubeletconfiguration+merge.yaml), so that
+      C(kubeadm upgrade node --patches DIR) writes them again.
+  returned: always
+  type: dict
+  sample: {apiVersion: kubelet.config.k8s.io/v1beta1, kind: KubeletConfiguration, cpuManagerPolicy: static}
+kubespray_variables:
+  description: The Kubespray inventory variables that keep the managed keys on a node
+    Kubespray manages, one C(variable: value) line each.
+  returned: always
+  type: list
+  elements: str
+  sample: ['kubelet_cpu_manager_policy: "static"']
 managed:
   description: Each managed key (dotted path) with its value in the merged config after the
     change; null when unset. Used to write a kubeadm C(kubeletconfiguration) patch.
@@ -308,6 +327,9 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     plan_change,
     write_file_atomic,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import (
+    kubespray_advice,
+)
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.versions import (
     parse_kubelet_version,
 )
@@ -365,6 +387,9 @@ def main():
     result = dict(
         changed=plan.changed,
         path=plan.path,
+        created=plan.created and plan.changed,
+        kubeadm_patch=plan.kubeadm_patch(),
+        kubespray_variables=kubespray_advice(plan.managed),
         changed_keys=plan.changed_keys,
         managed=plan.managed,
         cpu_manager_state_reset_required=plan.cpu_manager_state_reset_required,

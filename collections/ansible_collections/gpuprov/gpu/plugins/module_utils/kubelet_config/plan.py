@@ -23,7 +23,12 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.checkpo
     cpu_manager_reset_reasons,
     memory_manager_reset_reasons,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.document import HAS_YAML, KubeletConfigDocument
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.document import (
+    HAS_YAML,
+    KUBELET_CONFIG_API_VERSION,
+    KUBELET_CONFIG_KIND,
+    KubeletConfigDocument,
+)
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.layers import (
     DROP_IN_NAME,
     EMPTY_DROP_IN,
@@ -71,6 +76,19 @@ class KubeletConfigPlan(object):
     @property
     def changed(self):
         return bool(self.changed_keys)
+
+    def kubeadm_patch(self):
+        """The managed keys as a KubeletConfiguration merge patch (RFC 7386: null removes a
+        key), in the form kubeadm's ``--patches`` directory takes for the
+        ``kubeletconfiguration`` target (kubeadm 1.25 and newer)."""
+        patch = {"apiVersion": KUBELET_CONFIG_API_VERSION, "kind": KUBELET_CONFIG_KIND}
+        for dotted in sorted(self.managed):
+            node = patch
+            keys = dotted.split(".")
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = self.managed[dotted]
+        return patch
 
 
 def read_config_text(path):
