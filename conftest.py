@@ -1,7 +1,10 @@
-"""Make the in-repo collection importable as ansible_collections.gpuprov.gpu in tests.
+"""Make the in-repo collection importable as ansible_collections.gpuprov.gpu in tests, and
+name the fakes folder for the collection's unit tests.
 
 Ansible's own loader finds it through ansible.cfg (collections_path = ./collections);
-plain pytest imports need the same folder on sys.path.
+plain pytest imports need the same folder on sys.path. The collection's unit tests read the
+fakes' location from GPUPROV_FAKES_DIR (tests/unit/plugins/module_utils/fakes_dir.py)
+rather than searching for it; a value already set wins.
 """
 import os
 import sys
@@ -10,3 +13,4 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 COLLECTIONS = os.path.join(ROOT, "collections")
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+os.environ.setdefault("GPUPROV_FAKES_DIR", os.path.join(ROOT, "tests", "fakes"))

@@ -17,6 +17,9 @@ echo "==> installing gpuprov with its dev extras"
 python -m pip install --quiet --upgrade pip
 # A regular (not editable) install puts the collection under site-packages/ansible_collections,
 # where Ansible finds it from any folder; in this repository ansible.cfg points at ./collections.
+# setuptools builds in ./build and reuses it: without this, a file removed from the source (a
+# module that became a package, such as gpuprov/fit.py) would still be installed.
+rm -rf build
 python -m pip install --quiet ".[dev]"
 
 # The SSH test fleet needs sshd (tests skip the fleet without it).

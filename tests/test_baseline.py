@@ -11,8 +11,7 @@ from click.testing import CliRunner
 from gpuprov import cmd_baseline
 from gpuprov import diagnose as diag
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAKES = os.path.join(REPO, "tests", "fakes")
+from testlib import FAKES, REPO
 
 
 def samples(rows):

@@ -16,6 +16,7 @@ import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (
     LayoutError, place, validate_instances)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 from gpuprov import fit as fit_mod
 from testlib import REPO
@@ -62,10 +63,10 @@ def assert_valid(data, workloads_by_name):
             for inst in gpu["mig"]["instances"]:
                 workload = workloads_by_name[inst["workload"].split("#")[0]]
                 profile = model.mig.profiles[inst["profile"]]
-                assert profile.memory_gib * 1024 >= fit_mod.parse_memory_mib(workload["memory"]) - 1e-6
+                assert profile.memory_gib * 1024 >= workload_memory_mib(workload["memory"]) - 1e-6
         else:
             assert len(names) == 1 or gpu["sharing"] in ("time-slicing", "mps")
-            memory = [fit_mod.parse_memory_mib(workloads_by_name[n.split("#")[0]]["memory"]) for n in names]
+            memory = [workload_memory_mib(workloads_by_name[n.split("#")[0]]["memory"]) for n in names]
             assert all(workloads_by_name[n.split("#")[0]].get("isolation", "soft") == "soft" for n in names)
             assert sum(memory) <= model.memory_mib + 1e-6
             if gpu["sharing"] == "mps":
@@ -165,7 +166,7 @@ def test_gb_and_gib_are_different_units(gpuprov, tmp_path):
     ("10G", 1e10 / 2 ** 20), ("512Mi", 512.0), ("512MiB", 512.0), ("1.5TiB", 1.5 * 2 ** 20), ("12", 12288.0),
 ])
 def test_memory_units(text, mib):
-    assert fit_mod.parse_memory_mib(text) == pytest.approx(mib)
+    assert workload_memory_mib(text) == pytest.approx(mib)
 
 
 @pytest.mark.parametrize("value", [True, "lots", "50 percent"])
@@ -315,7 +316,7 @@ def _brute_force(workloads, model):
         if block in memo:
             return memo[block]
         ws = [items[k] for k in block]
-        mem = [fit_mod.parse_memory_mib(w["memory"]) for w in ws]
+        mem = [workload_memory_mib(w["memory"]) for w in ws]
         result = False
         if all(w.get("isolation", "soft") == "soft" for w in ws) and sum(mem) <= model.memory_mib + 1e-6 and (
                 len(ws) == 1 or sum(shared_fraction(w) for w in ws) <= 1 + 1e-9):

@@ -3,4 +3,7 @@ must not import `conftest` by name)."""
 import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The fakes (see tests/fakes/README.md). The collection's unit tests get the same folder from
+# GPUPROV_FAKES_DIR, which the root conftest.py sets.
+FAKES = os.path.join(REPO, "tests", "fakes")
 SHARED_REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "real-world")

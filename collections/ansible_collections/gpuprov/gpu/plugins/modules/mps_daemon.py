@@ -121,6 +121,8 @@ options:
       - Default pinned device memory limit of new MPS servers, in MiB. One number (or a string
         such as V(20G) or V(20350M)) applies to every selected GPU; a dictionary maps a GPU index
         or UUID to its limit.
+      - In strings V(M) is MiB and V(G) is 1024 MiB (V(Gi), V(GiB) and V(GB) read the same); the
+        result must be a whole number of MiB.
       - Unset leaves the limits as they are unless O(replicas) is given. Needs Volta or newer.
     type: raw
   replicas:

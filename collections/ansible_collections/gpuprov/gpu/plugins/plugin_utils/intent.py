@@ -29,9 +29,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, mps_pinned_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted
 
 STRATEGIES = ("exclusive", "time-slicing", "mps", "mig")
@@ -64,8 +64,6 @@ KUBELET_KEYS = set(KUBELET_ENUMS) | {
     "cpu_manager_policy_options", "cpu_manager_reconcile_period", "topology_manager_policy_options",
     "reserved_system_cpus", "kube_reserved_cpu", "system_reserved_cpu", "reserved_memory",
 }
-
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([MG])(?:i?B?)?\s*$", re.IGNORECASE)
 
 
 class Problem:
@@ -123,18 +121,6 @@ def _freeze(value):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def parse_memory_mib(value):
-    """'10G', '10240M', '10Gi' or an int (MiB) -> MiB, or None when malformed."""
-    if _is_int(value):
-        return value if value > 0 else None
-    match = _MEMORY_RE.match(str(value))
-    if not match:
-        return None
-    number = float(match.group(1))
-    mib = number * 1024 if match.group(2).upper() == "G" else number
-    return int(mib) if mib >= 1 else None
 
 
 class _Collector:
@@ -286,7 +272,7 @@ def _parse_mps(mps, out):
         result["active_thread_percentage"] = pct
     limit = mps.get("pinned_memory_limit")
     if limit is not None:
-        mib = parse_memory_mib(limit)
+        mib = _pinned_memory_mib(limit)
         if mib is None:
             out.add("gpuprov_sharing.mps.pinned_memory_limit", "must be a size such as 10G or 10240M, got %r" % (limit,))
         result["pinned_memory_limit_mib"] = mib
@@ -433,10 +419,18 @@ def _option_value_ok(kind, value):
 
 
 def _cpu_quantity(value):
-    """Kubernetes CPU quantity -> cores (float), or None."""
-    text = str(value).strip()
-    match = re.match(r"^(\d+(?:\.\d+)?)(m?)$", text)
-    if not match:
+    """Kubernetes CPU quantity -> cores (float), or None when malformed or negative."""
+    try:
+        cores = k8s_quantity(value if isinstance(value, int) else str(value).strip())
+    except ValueError:
         return None
-    number = float(match.group(1))
-    return number / 1000.0 if match.group(2) else number
+    return float(cores) if cores >= 0 else None
+
+
+def _pinned_memory_mib(value):
+    """An MPS pinned memory limit -> MiB, or None when malformed or below 1 MiB."""
+    try:
+        mib = mps_pinned_memory_mib(value)
+    except ValueError:
+        return None
+    return mib if mib >= 1 else None

@@ -7,10 +7,10 @@
 One concept per file:
 
 - ``fields``: the managed fields, their allowed values and the kubelet's defaults.
-- ``quantities``: Kubernetes quantities and Go durations.
 - ``settings``: the module's snake_case settings and their kubelet values.
 - ``document``: the config file as a YAML node graph, edited key by key.
-- ``validation``: the checks the kubelet applies when it reads the file.
+- ``validation``: the checks the kubelet applies when it reads the file (Kubernetes
+  quantities are read by ``module_utils.quantities``).
 - ``plan``: the new text for a set of settings, and whether state files must be reset.
 - ``atomic_write``: writing the file atomically with a backup.
 
@@ -45,9 +45,6 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.plan import (  # noqa: F401
     KubeletConfigPlan,
     plan_change,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.quantities import (  # noqa: F401
-    parse_quantity,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.settings import (  # noqa: F401
     KubeletSettings,

@@ -56,7 +56,7 @@ def normalise_option_map(value, field):
             option_value = str(option_value)
         elif not isinstance(option_value, str):
             raise settings_error("%s.%s: value %r must be a string, boolean or integer"
-                                  % (field, name, option_value))
+                                 % (field, name, option_value))
         normalised[str(name)] = option_value
     return dict(sorted(normalised.items()))
 
@@ -76,7 +76,7 @@ def reserved_memory_entries(entries):
         limits = entry["limits"]
         if not isinstance(limits, dict) or not limits:
             raise settings_error("%s.limits: must be a non-empty map such as {memory: 1Gi}"
-                                  % field)
+                                 % field)
         result.append({
             "limits": dict(sorted((str(k), str(v)) for k, v in limits.items())),
             "numaNode": numa_node,

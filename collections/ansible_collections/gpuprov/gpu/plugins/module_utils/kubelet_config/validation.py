@@ -36,7 +36,16 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields 
     TOPOLOGY_MANAGER_POLICY_OPTIONS,
     TOPOLOGY_MANAGER_SCOPES,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.quantities import format_bytes, is_duration, parse_quantity
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import format_k8s_bytes, k8s_quantity
+
+
+# Go's time.ParseDuration, which the kubelet uses for its metav1.Duration fields.
+_DURATION_RE = re.compile(r"^[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+$|^0$")
+
+
+def is_duration(value):
+    """True for a Go duration string such as ``10s``, ``1m30s`` or ``0``."""
+    return isinstance(value, str) and bool(_DURATION_RE.match(value))
 
 
 class NodeTopology(object):
@@ -110,7 +119,7 @@ def _reserved_quantity(config, map_key, resource, errors):
                       % (field, value))
         return Fraction(0)
     try:
-        amount = parse_quantity(value)
+        amount = k8s_quantity(value)
     except ValueError as exc:
         errors.append("%s: %s" % (field, exc))
         return Fraction(0)
@@ -213,7 +222,7 @@ def _eviction_hard_memory(config, topology, errors):
             return Fraction(0)
         return total * percent / 100
     try:
-        return parse_quantity(value)
+        return k8s_quantity(value)
     except ValueError as exc:
         errors.append("%s: %s" % (field, exc))
         return Fraction(0)
@@ -244,7 +253,7 @@ def _check_memory_manager(config, topology, errors):
         errors.append("reservedMemory: memoryManagerPolicy Static needs reservedMemory per "
                       "NUMA node, summing to kubeReserved.memory + systemReserved.memory + "
                       "evictionHard memory.available (%s on this node)"
-                      % format_bytes(expected["memory"]))
+                      % format_k8s_bytes(expected["memory"]))
         return
 
     try:
@@ -279,7 +288,7 @@ def _check_memory_manager(config, topology, errors):
                               % (field, resource))
                 continue
             try:
-                amount = parse_quantity(value)
+                amount = k8s_quantity(value)
             except ValueError as exc:
                 errors.append("%s.limits.%s: %s" % (field, resource, exc))
                 continue
@@ -294,7 +303,7 @@ def _check_memory_manager(config, topology, errors):
                       else "kubeReserved + systemReserved %s" % resource)
             errors.append("reservedMemory: %s sums to %s over NUMA nodes but %s is %s; the "
                           "kubelet refuses to start unless they are equal"
-                          % (resource, format_bytes(have), source, format_bytes(want)))
+                          % (resource, format_k8s_bytes(have), source, format_k8s_bytes(want)))
 
 
 def _check_topology_manager(config, topology, errors):

@@ -3,8 +3,9 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A fake MPS node for the mps tests: fake NVML GPUs plus the fake nvidia-cuda-mps-control.
 
-The fakes live in the repository's tests/fakes (see its README); tests that need them skip
-when the collection runs outside the repository.
+The fakes live in the repository's tests/fakes (see its README), named by
+``GPUPROV_FAKES_DIR`` (see fakes_dir.py); tests that need them skip when the collection runs
+outside the repository.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,20 +20,12 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.fakes_dir import fakes_dir
+
 MPS_TOOL = "nvidia-cuda-mps-control"
 
 
-def _find_fakes():
-    here = os.path.dirname(os.path.abspath(__file__))
-    while here != os.path.dirname(here):
-        candidate = os.path.join(here, "tests", "fakes")
-        if os.path.exists(os.path.join(candidate, "bin", MPS_TOOL)):
-            return candidate
-        here = os.path.dirname(here)
-    return None
-
-
-FAKES = _find_fakes()
+FAKES = fakes_dir(os.path.join("bin", MPS_TOOL))
 
 
 _FAKE_PYNVML = []
@@ -138,7 +131,7 @@ class MpsNode:
 @pytest.fixture
 def mps_node(tmp_path, monkeypatch):
     if FAKES is None:
-        pytest.skip("the fakes of tests/fakes are not reachable from this copy of the collection")
+        pytest.skip("GPUPROV_FAKES_DIR names no tests/fakes folder: the collection runs outside its repository")
 
     def make(gpus=(("H100-80GB", 2),)):
         return MpsNode(tmp_path, monkeypatch, list(gpus))

@@ -3,7 +3,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A fake GPU node for the NVML, MIG and facts tests.
 
-The fake ``pynvml`` and ``nvidia-smi`` live in the repository's tests/fakes (see its README).
+The fake ``pynvml`` and ``nvidia-smi`` live in the repository's tests/fakes (see its README),
+named by ``GPUPROV_FAKES_DIR`` (see fakes_dir.py).
 Importing this file puts tests/fakes/python first on sys.path so product code's
 ``import pynvml`` finds the fake; the ``fake_node`` fixture points the fakes at a state file
 under the test's tmp_path and tests/fakes/bin first on PATH.
@@ -19,18 +20,10 @@ import sys
 
 import pytest
 
-
-def _find_fakes():
-    here = os.path.dirname(os.path.abspath(__file__))
-    while here != os.path.dirname(here):
-        candidate = os.path.join(here, "tests", "fakes")
-        if os.path.isfile(os.path.join(candidate, "python", "pynvml.py")):
-            return candidate
-        here = os.path.dirname(here)
-    return None
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.fakes_dir import fakes_dir
 
 
-FAKES = _find_fakes()
+FAKES = fakes_dir(os.path.join("python", "pynvml.py"))
 if FAKES is not None:
     _python = os.path.join(FAKES, "python")
     if _python not in sys.path:
@@ -92,7 +85,7 @@ class FakeNode:
 @pytest.fixture
 def fake_node(tmp_path, monkeypatch):
     if FAKES is None:
-        pytest.skip("tests/fakes not found: the collection runs outside its repository")
+        pytest.skip("GPUPROV_FAKES_DIR names no tests/fakes folder: the collection runs outside its repository")
     return FakeNode(tmp_path, monkeypatch)
 
 

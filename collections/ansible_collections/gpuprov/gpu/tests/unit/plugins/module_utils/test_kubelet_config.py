@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
     KubeletConfigDocument,
     KubeletConfigError,
     KubeletSettings,
-    parse_quantity,
     plan_change,
     write_file_atomic,
 )
@@ -502,14 +502,14 @@ def test_state_reset_follows_the_effective_policies(sysfs, keys, settings, cpu_r
     ("12E-1", Fraction(6, 5)),
     ("100n", Fraction(1, 10 ** 7)),
 ])
-def test_parse_quantity(text, expected):
-    assert parse_quantity(text) == expected
+def test_k8s_quantity(text, expected):
+    assert k8s_quantity(text) == expected
 
 
 @pytest.mark.parametrize("text", ["Mi", "1.5.5", "10 Mi", "1Gb", "1KiB", "", True, None, 1.5])
-def test_parse_quantity_rejects(text):
+def test_k8s_quantity_rejects(text):
     with pytest.raises(ValueError):
-        parse_quantity(text)
+        k8s_quantity(text)
 
 
 # --------------------------------------------------------------------------------------------
