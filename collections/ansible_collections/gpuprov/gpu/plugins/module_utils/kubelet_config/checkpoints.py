@@ -32,7 +32,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields 
     DEFAULT_MEMORY_MANAGER_POLICY,
     GO_BOOL_VALUES,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.quantities import parse_quantity
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.validation import (
     effective_eviction_hard_memory,
 )
@@ -43,7 +43,7 @@ def _quantity(value):
     if value is None:
         return 0
     try:
-        return parse_quantity(value)
+        return k8s_quantity(value)
     except ValueError:
         return ("unparsed", str(value))
 
