@@ -231,7 +231,7 @@ backup_file:
   type: str
   sample: /var/lib/kubelet/config.yaml.4242.2026-01-30@10:02:11~
 path:
-  description: The file this run writes (or would write): O(path), or the drop-in in
+  description: The file this run writes (or would write), O(path) or the drop-in in
     O(config_dir).
   returned: always
   type: str
@@ -250,7 +250,7 @@ kubeadm_patch:
   sample: {apiVersion: kubelet.config.k8s.io/v1beta1, kind: KubeletConfiguration, cpuManagerPolicy: static}
 kubespray_variables:
   description: The Kubespray inventory variables that keep the managed keys on a node
-    Kubespray manages, one C(variable: value) line each.
+    Kubespray manages, one line (variable, colon, value) each.
   returned: always
   type: list
   elements: str

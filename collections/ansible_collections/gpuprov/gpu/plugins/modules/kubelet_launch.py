@@ -123,7 +123,7 @@ def main():
         argument_spec=dict(
             service=dict(type="str", default="kubelet.service"),
             root=dict(type="path", default="/"),
-            managed_keys=dict(type="list", elements="str", default=[]),
+            managed_keys=dict(type="list", elements="str", default=[], no_log=False),
             read_version=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

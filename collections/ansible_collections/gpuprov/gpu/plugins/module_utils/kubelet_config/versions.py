@@ -135,6 +135,6 @@ def config_dir_error(version):
     """Why kubelet ``version`` cannot use gpuprov's drop-in, or None."""
     if version[0] == 1 and version[1] < CONFIG_DIR_MIN_MINOR:
         return ("config_dir: kubelet 1.%d does not read --config-dir drop-ins by default (beta "
-                "and on from 1.%d); edit the main config instead" % (version[1],
-                                                                    CONFIG_DIR_MIN_MINOR))
+                "and on from 1.%d); edit the main config instead"
+                % (version[1], CONFIG_DIR_MIN_MINOR))
     return None
