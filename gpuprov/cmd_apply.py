@@ -2,7 +2,9 @@
 import click
 
 
-from gpuprov.cmd_plan import inventory_option, limit_option, load_plans, plan_table
+import os
+
+from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans, plan_table
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 from gpuprov.runner import parse_waves, run_playbook
 
@@ -10,6 +12,7 @@ from gpuprov.runner import parse_waves, run_playbook
 @click.command()
 @inventory_option
 @limit_option
+@catalog_option
 @click.option("--check", is_flag=True, help="Dry run: report per node what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show what changes (MIG instances kept/destroyed/created, kubelet keys, MPS limits).")
 @click.option("--waves", default="1,10%,100%", show_default=True, metavar="N|P%,...",
@@ -25,7 +28,7 @@ from gpuprov.runner import parse_waves, run_playbook
 @click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
               help="Passed to ansible-playbook -e. Repeatable.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the plan before running.")
-def apply(inventory, limit, check, diff, waves, max_fail_percentage, kubeconfig, kube_context, playbook, forks,
+def apply(inventory, limit, catalog_file, check, diff, waves, max_fail_percentage, kubeconfig, kube_context, playbook, forks,
           extra_vars, quiet):
     """Converge the nodes of the inventory to their plans.
 
@@ -44,7 +47,7 @@ def apply(inventory, limit, check, diff, waves, max_fail_percentage, kubeconfig,
         batches = parse_waves(waves)
     except ValueError as exc:
         fail_bad_input(["--waves: %s" % exc])
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, catalog_file)
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
     if not quiet:
@@ -57,6 +60,9 @@ def apply(inventory, limit, check, diff, waves, max_fail_percentage, kubeconfig,
     # control-plane host that has nothing to do.
     variables = {"gpuprov_waves": batches, "gpuprov_max_fail_percentage": max_fail_percentage,
                  "gpuprov_hosts": ",".join(fleet.nodes)}
+    if catalog_file:
+        # The node_plan action plans every host with the same models as this plan.
+        variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)
     if kubeconfig:
         variables["gpuprov_kubeconfig"] = kubeconfig
     if kube_context:

@@ -45,7 +45,9 @@ def _model_table(data):
 @click.argument("model", required=False)
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
               help="Output format.")
-def catalog(model, output):
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A YAML file of GPU models to add to the built-in ones (checked like them).")
+def catalog(model, output, catalog_file):
     """List GPU models, or show one MODEL's MIG profiles and placements.
 
     MODEL may be the catalog name (A100-80GB), the name nvidia-smi prints
@@ -53,16 +55,24 @@ def catalog(model, output):
     (0x20B2, or mig-parted's 0x20B210DE). Placements are in memory slices, as NVML counts
     them: {0,4}:4 means the profile may start at slice 0 or 4 and covers 4 slices.
     """
+    models_catalog = catalog_mod
+    if catalog_file is not None:
+        from ansible_collections.gpuprov.gpu.plugins.plugin_utils import user_catalog
+
+        try:
+            models_catalog = user_catalog.UserCatalog(user_catalog.load_file(catalog_file))
+        except user_catalog.CatalogFileError as exc:
+            fail_bad_input(exc.problems)
     if model is None:
         models = []
-        for m in catalog_mod.all_models():
+        for m in models_catalog.all_models():
             d = m.as_dict()
             d["mig_profile_count"] = len(m.mig.profiles) if m.mig else 0
             models.append(d)
         render.emit({"models": models}, output, _models_table)
         return
     try:
-        found = catalog_mod.lookup(model)
+        found = models_catalog.lookup(model)
     except catalog_mod.UnknownModelError as exc:
         fail_bad_input([str(exc)])
     render.emit(found.as_dict(with_profiles=True), output, _model_table)

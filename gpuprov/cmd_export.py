@@ -9,10 +9,10 @@ import tempfile
 import click
 
 from gpuprov import render
-from gpuprov.cmd_plan import inventory_option, limit_option, load_plans
+from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
-KINDS = ("device-plugin", "mig-parted", "helm-values")
+KINDS = ("device-plugin", "mig-parted", "helm-values", "hami")
 
 
 class ExportFile:
@@ -114,6 +114,48 @@ def _helm_values_files(cluster, fleet, namespace, default_config):
     ]
 
 
+def _hami_files(cluster, fleet, namespace):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster
+
+    nodes = fleet.result["nodes"]
+    if not hami_cluster.hami_hosts(nodes):
+        fail_bad_input(["no planned node uses strategy hami; there is nothing to export for HAMi"])
+    namespace = namespace or hami_cluster.NAMESPACE
+    try:
+        configmap = hami_cluster.configmap(nodes, namespace=namespace)
+        patches = hami_cluster.label_patches(nodes)
+        values = hami_cluster.values(nodes)
+    except hami_cluster.HamiRenderError as exc:
+        raise cluster.ClusterRenderError(exc.problems)
+    chart = "%s/%s" % (hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_NAME)
+    helm = cluster.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
+                                "hami-values.yaml")
+    install = cluster.shell_script(
+        [["kubectl", "apply", "--server-side", "--field-manager=gpuprov", "-f", "hami-device-plugin-configmap.yaml"]]
+        + hami_cluster.kubectl_label_commands(patches)
+        + [["helm", "repo", "add", "--force-update", hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_REPO], helm],
+        "HAMi: per-node config, gpu=on labels, then the chart (gpuprov export hami).",
+        preamble=['cd -- "$(dirname -- "$0")"'])
+    return [
+        _yaml_file("hami-device-plugin-configmap.yaml", [
+            "HAMi device-plugin config, one nodeconfig entry per HAMi node (gpuprov export hami).",
+            "The chart reads it through devicePlugin.nodeConfiguration.externalConfigName=%s." % hami_cluster.CONFIGMAP_NAME,
+            "HAMi's plugin reads it at start: the values' pod annotation changes with it, so the DaemonSet rolls.",
+        ], [configmap]),
+        _yaml_file("hami-node-labels.yaml", [
+            "gpu=on on HAMi nodes (HAMi's plugin runs only there); gpu removed (null) on the other planned nodes.",
+            "These are JSON merge patches (null removes a label): kubectl patch node NAME --type merge, or run",
+            "hami-install.sh, which labels with kubectl label (gpu- removes).",
+            "The NVIDIA device plugin stays off gpu=on nodes: gpuprov export helm-values adds that affinity.",
+        ], patches),
+        _yaml_file("hami-values.yaml", [
+            "hami chart %s values from the plan (gpuprov export hami)." % hami_cluster.CHART_VERSION,
+            "  " + " ".join(helm),
+        ], [values]),
+        ExportFile("hami-install.sh", install, executable=True, stdout=False),
+    ]
+
+
 def write_atomically(directory, export_file):
     """Write one file with a temp file + rename; returns False when the content was already there."""
     path = os.path.join(directory, export_file.name)
@@ -140,16 +182,17 @@ def write_atomically(directory, export_file):
 @click.command()
 @inventory_option
 @limit_option
+@catalog_option
 @click.argument("kind", type=click.Choice(KINDS))
 @click.option("-o", "--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write the files into DIR (created if missing). Without it, the YAML files go to stdout "
                    "as one multi-document stream.")
 @click.option("-n", "--namespace", metavar="NAMESPACE",
               help="Namespace of the exported ConfigMap [device-plugin, helm-values: nvidia-device-plugin; "
-                   "mig-parted: gpu-operator].")
+                   "mig-parted: gpu-operator; hami: kube-system].")
 @click.option("--default-config", default="exclusive", show_default=True, metavar="NAME",
               help="The device-plugin config of nodes without a label (config.default).")
-def export(inventory, limit, kind, output_dir, namespace, default_config):
+def export(inventory, limit, catalog_file, kind, output_dir, namespace, default_config):
     """Export the fleet plan for the cluster and for NVIDIA's tools.
 
     \b
@@ -161,18 +204,22 @@ def export(inventory, limit, kind, output_dir, namespace, default_config):
                      GPU Operator, nvidia.com/mig.config label manifests and script
       helm-values    values for node-feature-discovery 0.19.0 and
                      nvidia-device-plugin 0.20.0, and a helm install script
+      hami           HAMi 2.10.0: ConfigMap with one nodeconfig entry per HAMi
+                     node, gpu=on label manifests, chart values, install script
 
     Exit status: 0 on success; 2 on bad input (every problem listed); 1 when the files
     cannot be written.
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, catalog_file)
     try:
         if kind == "device-plugin":
             files = _device_plugin_files(cluster, fleet, namespace, default_config)
         elif kind == "mig-parted":
             files = _mig_parted_files(cluster, fleet, namespace)
+        elif kind == "hami":
+            files = _hami_files(cluster, fleet, namespace)
         else:
             files = _helm_values_files(cluster, fleet, namespace, default_config)
     except cluster.ClusterRenderError as exc:

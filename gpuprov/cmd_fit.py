@@ -54,9 +54,13 @@ def write_atomically(path, text):
 
 @click.command()
 @click.argument("workloads_file", metavar="WORKLOADS_FILE")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml", "inventory"]), default="table",
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml", "inventory", "pods"]), default="table",
               show_default=True,
-              help="table for people; json/yaml for tools; inventory: an Ansible inventory `gpuprov plan -i` reads.")
+              help="table for people; json/yaml for tools; inventory: an Ansible inventory `gpuprov plan -i` reads; "
+                   "pods: one Deployment per workload with the resources and node fit chose.")
+@click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods).")
+@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A YAML file of GPU models to add to the built-in catalog (pool models may name them).")
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
 @click.option("--method", type=click.Choice(fit_mod.METHODS), default="auto", show_default=True,
@@ -64,8 +68,9 @@ def write_atomically(path, text):
                    % (fit_mod.EXACT_LIMIT, fit_mod.EXACT_HARD_LIMIT))
 @click.option("--soft-sharing", type=click.Choice(fit_mod.SOFT_SHARING), default="time-slicing", show_default=True,
               help="How soft workloads share a GPU without MIG. mps: equal shares, each workload must fit "
-                   "memory/N and compute 1/N.")
-def fit(workloads_file, output, write_path, method, soft_sharing):
+                   "memory/N and compute 1/N. hami: HAMi caps each workload's memory and cores "
+                   "(up to 10 per GPU); pods ask for nvidia.com/gpumem and gpucores.")
+def fit(workloads_file, output, write_path, method, soft_sharing, namespace, catalog_file):
     """Pack workloads onto the fewest GPUs and write the inventory for them.
 
     WORKLOADS_FILE (YAML or JSON) lists workloads and the GPU pool:
@@ -84,6 +89,10 @@ def fit(workloads_file, output, write_path, method, soft_sharing):
     isolation: hard = a MIG instance of its own; soft (default) = may share a GPU by
       time-slicing (or MPS) or take a MIG instance of its own.
     replicas: copies, each needing the memory.
+    gpus: whole GPUs of one node per copy (tensor parallel); memory is the total, split
+      evenly. With the pool's numa_nodes the GPUs share a NUMA node where there is room.
+    image, cpu, host_memory: the container of `-o pods` (pool cpu_manager_policy: static
+      gives Guaranteed pods with whole CPUs).
 
     Each GPU gets one sharing method: a MIG layout with placements, time-slicing or MPS, or
     the whole GPU. A MIG instance is never time-sliced: the device plugin would time-slice
@@ -96,8 +105,14 @@ def fit(workloads_file, output, write_path, method, soft_sharing):
     Exit status: 0 when everything fits; 2 on bad input (every problem listed as
     `workload NAME: FIELD: reason`) or when the pool is too small.
     """
+    from gpuprov.planning import PlanningFailed, load_user_catalog
+
     try:
-        workloads, pool = fit_mod.load_input(workloads_file)
+        models_catalog = load_user_catalog(catalog_file)
+    except PlanningFailed as exc:
+        fail_bad_input(exc.problems)
+    try:
+        workloads, pool = fit_mod.load_input(workloads_file, models_catalog)
         result = fit_mod.fit(workloads, pool, method=method, soft_sharing=soft_sharing)
     except fit_mod.FitInputError as exc:
         fail_bad_input(exc.problems, header="gpuprov fit: %d problem(s) in %s; nothing was fitted:"
@@ -108,6 +123,10 @@ def fit(workloads_file, output, write_path, method, soft_sharing):
     data = fit_mod.as_dict(result, source=workloads_file)
     if output == "inventory":
         text = fit_mod.inventory_text(result, source=workloads_file)
+    elif output == "pods":
+        from gpuprov.fit.pods import pods_text
+
+        text = pods_text(result, source=workloads_file, namespace=namespace)
     elif output == "json":
         text = render.to_json(data) + "\n"
     elif output == "yaml":

@@ -9,11 +9,15 @@ def layout_text(plan):
     """A short description of a node's sharing, e.g. `8x [3g.40gb 2g.20gb 1g.10gb 1g.10gb]`."""
     strategy = plan["strategy"]
     if strategy == "time-slicing":
-        return "time-slicing x%d" % (plan["resources"]["nvidia.com/gpu"] // plan["gpu_count"])
+        # From the slots: with rename_by_default the resource is nvidia.com/gpu.shared.
+        return "time-slicing x%d" % max(slot["replicas"] for slot in plan["slots"])
     if strategy == "mps":
         return "mps x%d (%s)" % (plan["mps"]["replicas"], plan["mps"]["provider"])
     if strategy == "exclusive":
         return "whole GPUs"
+    if strategy == "hami":
+        hami = plan["hami"]
+        return "hami x%d (memory x%g, cores x%g)" % (hami["split_count"], hami["memory_scaling"], hami["core_scaling"])
     groups = []
     for gpu in plan["gpus"]:
         mig = gpu["mig"]
@@ -30,6 +34,8 @@ def layout_text(plan):
             groups.append([text, 1])
     text = " ".join("%dx %s" % (n, t) for t, n in groups)
     ts = plan["mig"]["time_slicing_replicas"]
+    if isinstance(ts, dict):
+        return text + " + time-slicing " + ",".join("%s x%d" % (k, v) for k, v in sorted(ts.items()))
     return text + (" + time-slicing x%d" % ts if ts else "")
 
 
@@ -46,7 +52,8 @@ def plan_table(result):
         resources = ", ".join("%s=%d" % (k.replace("nvidia.com/", ""), v) for k, v in plan["resources"].items())
         disruptive = [s["action"] for s in plan["actions"] if s["disruptive"] and s["action"] != "drain"]
         rows.append([host, _gpus_text(plan), plan["strategy"], layout_text(plan), resources,
-                     plan["device_plugin"]["config_name"], ",".join(disruptive) or "-", len(plan["warnings"])])
+                     plan["device_plugin"]["config_name"] if plan["device_plugin"] else "- (%s)" % plan["sharing_provider"],
+                     ",".join(disruptive) or "-", len(plan["warnings"])])
     lines = [render.table(["NODE", "GPUS", "STRATEGY", "LAYOUT", "ADVERTISES", "DP CONFIG", "DISRUPTIVE STEPS", "WARN"],
                           rows)]
     summary = result["summary"]
@@ -57,6 +64,17 @@ def plan_table(result):
     lines.append("Advertised: %s" % (", ".join("%s %d" % (k, v) for k, v in summary["resources"].items()) or "nothing"))
     lines.append("Device-plugin configs: %s" % ", ".join(
         "%s (%d node%s)" % (k, v, "" if v == 1 else "s") for k, v in summary["device_plugin_configs"].items()))
+    slots = [(host, s) for host, plan in result["nodes"].items() for s in plan.get("slots") or []]
+    if slots:
+        lines.append("Memory per shared slot:")
+        seen = {}
+        for host, s in slots:
+            text = "%s: %d slots/device, %.2f GiB/slot" % (s["resource"], s["replicas"], s["memory_gib_per_slot"])
+            seen.setdefault(text, []).append(host)
+        for text, hosts in seen.items():
+            unique = sorted(set(hosts), key=hosts.index)
+            where = unique[0] if len(unique) == 1 else "%s (+%d more)" % (unique[0], len(unique) - 1)
+            lines.append("  %s: %s" % (where, text))
     if result.get("skipped_hosts"):
         lines.append("Skipped (no gpuprov_ variables): %s" % ", ".join(result["skipped_hosts"]))
     warnings = [(host, w) for host, plan in result["nodes"].items() for w in plan["warnings"]]
@@ -72,13 +90,13 @@ def plan_table(result):
     return "\n".join(lines)
 
 
-def load_plans(inventory, limit):
+def load_plans(inventory, limit, catalog_file=None):
     """Plans for the inventory, or exit 2 with every problem listed."""
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
     from gpuprov.planning import PlanningFailed, plan_inventory
 
     try:
-        return plan_inventory(list(inventory), limit)
+        return plan_inventory(list(inventory), limit, catalog_file)
     except InventoryError as exc:
         fail_bad_input([str(exc)])
     except PlanningFailed as exc:
@@ -89,6 +107,9 @@ def load_plans(inventory, limit):
 inventory_option = click.option(
     "-i", "--inventory", "inventory", multiple=True, required=True, metavar="INVENTORY",
     help="Ansible inventory (file, folder or plugin config), as for ansible-playbook -i. Repeatable.")
+catalog_option = click.option(
+    "--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
+    help="A YAML file of GPU models to add to the built-in catalog (as gpuprov_catalog_file does per host).")
 limit_option = click.option("-l", "--limit", metavar="PATTERN",
                             help="Only these hosts (an Ansible host pattern, e.g. 'gpu_a100:!gpu-a100-02').")
 
@@ -96,9 +117,10 @@ limit_option = click.option("-l", "--limit", metavar="PATTERN",
 @click.command()
 @inventory_option
 @limit_option
+@catalog_option
 @click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True,
               help="table for people; json/yaml for tools (see the JSON contract in the README).")
-def plan(inventory, limit, output):
+def plan(inventory, limit, catalog_file, output):
     """Render and validate every node's plan from the inventory, offline.
 
     Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
@@ -110,5 +132,5 @@ def plan(inventory, limit, output):
     Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
     `HOST: FIELD: reason`.
     """
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, catalog_file)
     render.emit(fleet.result, output, plan_table)

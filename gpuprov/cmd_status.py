@@ -7,7 +7,7 @@ import tempfile
 import click
 
 from gpuprov import render
-from gpuprov.cmd_plan import inventory_option, limit_option, load_plans
+from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 from gpuprov.runner import run_playbook
 
@@ -58,12 +58,13 @@ def status_table(result):
 @click.command()
 @inventory_option
 @limit_option
+@catalog_option
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="table for people; json for tools (Ansible's progress then goes to stderr).")
 @click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes read at once (ansible-playbook --forks).")
 @click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
               help="Passed to ansible-playbook -e (e.g. gpuprov_sysfs_root). Repeatable.")
-def status(inventory, limit, output, forks, extra_vars):
+def status(inventory, limit, catalog_file, output, forks, extra_vars):
     """Check that every node is still what its plan says, changing nothing.
 
     Plans every node as `gpuprov plan` does, then reads each one over Ansible in check mode
@@ -83,7 +84,7 @@ def status(inventory, limit, output, forks, extra_vars):
     Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
     read; 2 bad input.
     """
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, catalog_file)
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
     extra_args = []
@@ -91,6 +92,9 @@ def status(inventory, limit, output, forks, extra_vars):
         extra_args += ["-e", item]
     with tempfile.TemporaryDirectory(prefix="gpuprov-status-") as directory:
         variables = {"gpuprov_status_dir": directory, "gpuprov_status_fail_on_drift": False}
+        if catalog_file:
+            # The node_plan action plans every host with the same models as this plan.
+            variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)
         try:
             rc, summary = run_playbook(PLAYBOOK, list(inventory), limit=limit, check=True, extra_vars=variables,
                                        forks=forks, extra_args=extra_args,

@@ -25,18 +25,31 @@ class FleetPlan:
         return self.result["nodes"]
 
 
-def plan_inventory(sources, limit=None):
+def load_user_catalog(path):
+    """The --catalog file as a UserCatalog (None without one); PlanningFailed on a bad file."""
+    if path is None:
+        return None
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import user_catalog
+
+    try:
+        return user_catalog.UserCatalog(user_catalog.load_file(path))
+    except user_catalog.CatalogFileError as exc:
+        raise PlanningFailed(exc.problems)
+
+
+def plan_inventory(sources, limit=None, catalog_file=None):
     """Read the inventory with Ansible's InventoryManager and plan every GPU node.
 
     Raises inventory_mod.InventoryError for an unreadable inventory and PlanningFailed with
     every problem found (not only the first) for bad GPU settings.
     """
     started = time.monotonic()
+    user_models = load_user_catalog(catalog_file)
     host_vars, skipped, base_dir = inventory_mod.load_host_vars(sources, limit)
     intents, problems = [], []
     file_cache = {}
     for host, variables in host_vars:
-        node_intent, node_problems = intent_mod.parse_intent(host, variables, base_dir, file_cache)
+        node_intent, node_problems = intent_mod.parse_intent(host, variables, base_dir, file_cache, user_models)
         problems.extend(node_problems)
         if node_intent is not None:
             intents.append(node_intent)

@@ -273,3 +273,72 @@ def test_stub_options_exist_in_the_real_kubernetes_core():
         accepted = set(re.findall(r"^\s{12}(\w+)=dict\(", source, re.M)) | {
             "kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert"}
         assert accepted - documented == set(), (module, accepted - documented)
+
+
+HAMI_HOSTS = {
+    "gpu-l40s-01": {"gpuprov_gpu_model": "L40S", "gpuprov_gpu_count": 4,
+                    "gpuprov_sharing": {"strategy": "hami", "hami": {"split_count": 6}}},
+    "gpu-t4-01": {"gpuprov_gpu_model": "T4", "gpuprov_sharing": {"strategy": "time-slicing", "replicas": 4}},
+}
+
+
+def test_hami_nodes_get_hami_and_not_the_nvidia_plugin(tmp_path):
+    inventory = tmp_path / "hami-inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": HAMI_HOSTS}}))
+    hami_fleet = plan_inventory([str(inventory)]).result
+    fake = FakeCluster(tmp_path, hami_fleet)
+    # A node moved off HAMi still carries gpu=on: the run must remove it.
+    state = fake.state()
+    state["nodes"]["gpu-t4-01"]["labels"]["gpu"] = "on"
+    fake.state_path.write_text(json.dumps(state))
+
+    proc, _recap = fake.run(check=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "configmaps" not in fake.state() and not fake.state()["releases"]
+
+    proc, recap = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = fake.state()
+    assert state["nodes"]["gpu-l40s-01"]["labels"]["gpu"] == "on"
+    assert "gpu" not in state["nodes"]["gpu-t4-01"]["labels"]
+    assert state["nodes"]["gpu-t4-01"]["labels"][cluster.CONFIG_LABEL] == "ts-4"
+    configmap = state["configmaps"]["kube-system/gpuprov-hami-device-plugin"]
+    entries = json.loads(configmap["data"]["config.json"])["nodeconfig"]
+    assert [(e["name"], e["devicesplitcount"]) for e in entries] == [("gpu-l40s-01", 6)]
+    hami = state["releases"]["kube-system/hami"]
+    assert (hami["chart"], hami["version"]) == ("hami", "2.10.0")
+    assert hami["values"]["devicePlugin"]["nodeConfiguration"]["externalConfigName"] == "gpuprov-hami-device-plugin"
+    nvidia = [r for k, r in state["releases"].items() if r["chart"] == "nvidia-device-plugin"][0]
+    terms = nvidia["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert all({"key": "gpu", "operator": "NotIn", "values": ["on"]} in t["matchExpressions"] for t in terms)
+    # The ConfigMap goes in before the HAMi release.
+    tools = [(c["tool"], c["params"].get("definition", {}).get("kind"), c["params"].get("chart_ref")) for c in fake.calls()]
+    assert tools.index(("kubernetes.core.k8s", "ConfigMap", None)) < tools.index(("kubernetes.core.helm", None,
+                                                                                  "hami-charts/hami"))
+
+    proc, recap = fake.run()
+    assert proc.returncode == 0 and recap["gpu-a100-01"]["changed"] == 0, proc.stdout
+
+
+def test_device_plugin_playbook_plans_hami_and_nvidia_nodes(tmp_path):
+    # The collection's playbook plans every host with the node_plan action and hands the role
+    # the device-plugin configs of the nodes that have one (HAMi nodes have none).
+    hosts = dict((h, dict(v, ansible_connection="local", ansible_python_interpreter=sys.executable))
+                 for h, v in HAMI_HOSTS.items())
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    state = tmp_path / "cluster.json"
+    state.write_text(json.dumps({"nodes": dict((h, {"labels": {}}) for h in HAMI_HOSTS)}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([STUBS, os.path.join(REPO, "collections")]),
+               GPUPROV_FAKE_K8S_STATE=str(state), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    proc = subprocess.run([_ansible_playbook(), "-i", str(inventory), "gpuprov.gpu.device_plugin",
+                           "-e", "gpuprov_kubeconfig=%s" % (tmp_path / "kubeconfig")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cluster_state = json.loads(state.read_text())
+    assert cluster_state["nodes"]["gpu-l40s-01"]["labels"]["gpu"] == "on"
+    nvidia = [r for r in cluster_state["releases"].values() if r["chart"] == "nvidia-device-plugin"][0]
+    assert set(nvidia["values"]["config"]["map"]) == {"exclusive", "ts-4"}
+    assert "kube-system/hami" in cluster_state["releases"]

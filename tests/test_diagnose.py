@@ -737,3 +737,61 @@ def test_snapshot_and_live_options_exclude_each_other():
     code, _out, err = run_cli("--snapshot", EXAMPLE, "--context", "lab")
     assert code == 2
     assert "give one or the other" in err
+
+
+def _two_gpu_pod(path, name="train-8", count="2"):
+    pods = load(path / "pods.json")
+    pod = next(p for p in pods["items"] if p["metadata"]["name"] == name)
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = count
+    dump(path / "pods.json", pods)
+
+
+def test_pending_two_gpu_pod_is_not_offered_time_slicing(snapshot_copy):
+    path = snapshot_copy("allocation_timeslicing")
+    _two_gpu_pod(path)
+    report = report_for(str(path))
+    pod = pod_of(report, "train-8")
+    assert pod["requests"] == {"nvidia.com/gpu": 2}
+    assert pod["check"] == "allocation" and pod["status"] == "multi-gpu"
+    assert "time-slicing or MPS would not help" in pod["summary"]
+    assert "failRequestsGreaterThanOne" in pod["summary"]
+    remedy = pod["remedy"]
+    assert remedy["sharing"] is None and remedy["added_slots"] == 0
+    assert "replicas" not in remedy["summary"]  # no time-slicing recommendation for this pod
+    assert "whole GPUs" in remedy["summary"] and "fail_requests_greater_than_one: false" in remedy["summary"]
+    # The one-GPU pod of the same snapshot still gets the time-slicing remedy.
+    assert "replicas: 3} on gpu-a100-01" in pod_of(report_for(fixture("allocation_timeslicing")), "train-8")[
+        "remedy"]["summary"]
+
+
+def test_two_gpu_pod_with_free_shared_slots_is_rejected_by_the_plugin(snapshot_copy):
+    # The node is time-sliced x4 (32 slots) and has room: the scheduler would place the pod, and
+    # the plugin would refuse two shared slots.
+    path = snapshot_copy("allocation_timeslicing")
+    os.remove(path / "utilization" / "gpu-a100-01.csv")
+    nodes = load(path / "nodes.json")
+    status = nodes["items"][0]["status"]
+    status["capacity"]["nvidia.com/gpu"] = status["allocatable"]["nvidia.com/gpu"] = "32"
+    dump(path / "nodes.json", nodes)
+    _two_gpu_pod(path)
+    pod = pod_of(report_for(str(path)), "train-8")
+    assert pod["status"] == "multi-gpu" and "share their GPUs" in pod["summary"]
+    assert "fail_requests_greater_than_one: false on gpu-a100-01" in pod["remedy"]["summary"]
+
+
+def test_hami_requests_are_read_and_not_counted_as_node_resources(snapshot_copy):
+    path = snapshot_copy("allocation_timeslicing")
+    pods = load(path / "pods.json")
+    pod = next(p for p in pods["items"] if p["metadata"]["name"] == "train-8")
+    pod["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpumem": "10240", "nvidia.com/gpucores": "30"})
+    dump(path / "pods.json", pods)
+    pod = pod_of(report_for(str(path)), "train-8")
+    assert pod["requests"] == {"nvidia.com/gpu": 1}
+    assert pod["hami"] == {"nvidia.com/gpumem": 10240, "nvidia.com/gpucores": 30}
+    assert any("asks HAMi for 10240 MiB, 30% of the cores per GPU" in e for e in pod["evidence"])
+    # A percentage over 100 is bad input, as HAMi's webhook says.
+    pods = load(path / "pods.json")
+    pods["items"][-1]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"] = "150"
+    dump(path / "pods.json", pods)
+    with pytest.raises(diag.SnapshotError, match="nvidia.com/gpucores: 150 is a percentage, at most 100"):
+        report_for(str(path))

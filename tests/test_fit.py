@@ -456,23 +456,38 @@ def test_inventory_with_several_strategies_and_models_plans_cleanly(gpuprov, tmp
     assert plan["summary"]["physical_gpus"] == 4
 
 
-def test_physical_nodes_list_idle_gpus_and_keep_one_method_per_node(gpuprov, tmp_path):
-    # One node of 4 A100-40GB. Unconstrained, H+H share a GPU as 3g.20gb x2 and Big (20 GiB)
-    # + Mid (15 GiB) are time-sliced on a second GPU: 2 GPUs but two sharing methods, and
-    # the pool has one node. With MIG (or whole GPUs) only: H+H | Big whole (20 > 19.5 so
-    # not a 3g.20gb) | Mid (3g.20gb beside nothing) -> 3 GPUs on the one node, GPU 3 idle.
+def test_physical_nodes_time_slice_whole_gpus_beside_mig(gpuprov, tmp_path):
+    # One node of 4 A100-40GB. H+H share a GPU as 3g.20gb x2 and Big (20 GiB) + Mid (15 GiB)
+    # are time-sliced on a second GPU: two sharing methods on one node. The device plugin
+    # time-slices only the MIG-disabled GPU (time_slicing_replicas: {gpu: 2}), so the MIG
+    # instances stay unshared and 2 GPUs suffice; GPUs 2-3 stay idle.
     workloads = [{"name": "H", "memory": 12, "isolation": "hard", "replicas": 2},
                  {"name": "Big", "memory": 20}, {"name": "Mid", "memory": 15}]
     path = write(tmp_path, {"workloads": workloads, "pool": {"model": A100_40, "count": 4, "gpus_per_node": 4}})
     plan, data = _plan_inventory(gpuprov, tmp_path, path)
-    assert data["gpus_used"] == 3 and data["nodes_used"] == 1 and data["optimal"] is False
-    assert any("every node runs one sharing method: the fewest GPUs (2) need more nodes than the pool has"
-               in line for line in data["explanation"])
-    assert data["explanation"][-1] == "3 GPUs is the fewest under that rule (exhaustive search)"
+    assert data["gpus_used"] == 2 and data["nodes_used"] == 1 and data["optimal"] is True
     node = plan["nodes"]["fit-a100-sxm4-40gb-01"]
-    assert node["gpu_count"] == 4
-    assert [bool(g["mig"]["enabled"]) for g in node["gpus"]].count(False) == 2  # Big whole + the idle GPU
+    assert node["gpu_count"] == 4 and node["strategy"] == "mig"
+    assert node["mig"]["time_slicing_replicas"] == {"gpu": 2}
+    # The plugin time-slices every MIG-disabled GPU (one resource name), the idle ones too: 3 x 2.
+    assert node["resources"] == {"nvidia.com/gpu": 6, "nvidia.com/mig-3g.20gb": 2}
+    assert [bool(g["mig"]["enabled"]) for g in node["gpus"]].count(False) == 3
+    config = node["device_plugin"]["config"]["sharing"]["timeSlicing"]["resources"]
+    assert config == [{"name": "nvidia.com/gpu", "replicas": 2}]
+    assert sorted(g["sharing"] for g in data["gpus"]) == ["mig", "time-slicing"]
     assert_valid(data, dict((w["name"], w) for w in workloads))
+
+
+def test_physical_nodes_keep_one_method_per_node_with_mps(gpuprov, tmp_path):
+    # MPS cannot join a MIG node: the same pool packs without sharing on the MIG model.
+    workloads = [{"name": "H", "memory": 12, "isolation": "hard", "replicas": 2},
+                 {"name": "Big", "memory": 20}, {"name": "Mid", "memory": 15}]
+    path = write(tmp_path, {"workloads": workloads, "pool": {"model": A100_40, "count": 4, "gpus_per_node": 4}})
+    code, out, err = gpuprov("fit", path, "-o", "json", "--soft-sharing", "mps")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["gpus_used"] == 3 and data["nodes_used"] == 1 and data["optimal"] is False
+    assert any("every node runs one sharing method" in line for line in data["explanation"])
 
 
 # -- scale ------------------------------------------------------------------------------------

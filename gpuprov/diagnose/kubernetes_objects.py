@@ -125,6 +125,39 @@ def parse_nodes(doc, source="nodes.json"):
     return nodes
 
 
+# HAMi's per-GPU asks (reference/hami.md section 6): only HAMi's scheduler counts them; they
+# are not node resources, so they stay out of the GPU requests the checks compare.
+HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
+
+
+def pod_hami_requests(spec, where, problems):
+    """{HAMi resource: largest value any container asks} (limits, else requests)."""
+    result = {}
+    for c_index, container in enumerate(spec.get("containers") or []):
+        resources = container.get("resources") or {}
+        for part in ("requests", "limits"):
+            mapping = resources.get(part) or {}
+            if not isinstance(mapping, dict):
+                continue
+            for name in HAMI_RESOURCES:
+                if name not in mapping:
+                    continue
+                try:
+                    value = k8s_quantity(str(mapping[name]).strip())
+                except ValueError:
+                    value = None
+                if value is None or value.denominator != 1 or value < 0:
+                    problems.append("%s.spec.containers[%d].resources.%s.%s: %r is not a whole number"
+                                    % (where, c_index, part, name, mapping[name]))
+                    continue
+                if name != "nvidia.com/gpumem" and value > 100:
+                    problems.append("%s.spec.containers[%d].resources.%s.%s: %s is a percentage, at most 100 "
+                                    "(HAMi's webhook rejects more)" % (where, c_index, part, name, value))
+                    continue
+                result[name] = max(result.get(name, 0), int(value))
+    return result
+
+
 def _container_requests(container, where, problems):
     resources = container.get("resources") or {}
     requests = _gpu_quantities(resources.get("requests"), where + ".resources.requests", problems)
@@ -186,6 +219,7 @@ def parse_pods(doc, source="pods.json"):
             continue
         before = len(problems)
         requests = pod_gpu_requests(spec, where + ":", problems)
+        hami = pod_hami_requests(spec, where + ":", problems)
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         terms = None
@@ -207,6 +241,7 @@ def parse_pods(doc, source="pods.json"):
             tolerations=[t for t in spec.get("tolerations") or [] if isinstance(t, dict)],
             scheduling_gates=[g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)],
             scheduler_name=spec.get("schedulerName") or "default-scheduler",
+            hami=hami,
         ))
     if problems:
         raise SnapshotError(problems)

@@ -12,6 +12,22 @@ from gpuprov.diagnose.remedies import (
 from gpuprov.diagnose.scheduler_messages import parse_scheduler_message
 
 
+def multi_slot_requests(pod):
+    """GPU resources the pod asks more than one of (the plugin refuses those as shared slots)."""
+    return dict((name, value) for name, value in pod.requests.items() if value > 1)
+
+
+def hami_text(hami):
+    parts = []
+    if "nvidia.com/gpumem" in hami:
+        parts.append("%d MiB" % hami["nvidia.com/gpumem"])
+    if "nvidia.com/gpumem-percentage" in hami:
+        parts.append("%d%% of the memory" % hami["nvidia.com/gpumem-percentage"])
+    if "nvidia.com/gpucores" in hami:
+        parts.append("%d%% of the cores" % hami["nvidia.com/gpucores"])
+    return ", ".join(parts)
+
+
 def latest_events(events):
     latest = {}
     for event in events:
@@ -25,6 +41,10 @@ def analyse_pod(pod, states, node_results, event):
     result = {"namespace": pod.namespace, "name": pod.name, "requests": dict(pod.requests), "check": None,
               "status": None,
               "summary": "", "evidence": [], "remedy": None, "nodes": [], "scheduler": None}
+    if pod.hami:
+        result["hami"] = dict(pod.hami)
+        result["evidence"].append("asks HAMi for %s per GPU (HAMi's scheduler places it by its node annotation; "
+                                  "node allocatable shows only nvidia.com/gpu)" % hami_text(pod.hami))
     if event:
         result["scheduler"] = {"message": event.message, "time": event.time, "count": event.count,
                                "reasons": parse_scheduler_message(event.message)}
@@ -133,7 +153,19 @@ def analyse_pod(pod, states, node_results, event):
         result["status"] = "allocation-bound"
         result["summary"] = "all %s on the %d node(s) it may use are allocated" % (
             ", ".join(sorted(pod.requests)), len(verdicts))
-        if helping:
+        multi = multi_slot_requests(pod)
+        if helping and multi:
+            # The plugin rejects a request for more than one shared slot: sharing cannot place it.
+            result["status"] = "multi-gpu"
+            result["summary"] = ("asks for %s: time-slicing or MPS would not help, the device plugin rejects a "
+                                 "request for more than one shared slot (failRequestsGreaterThanOne)"
+                                 % format_requests(multi))
+            result["remedy"] = make_remedy(
+                "give it whole GPUs: free or add %s on one node it may use (a node whose GPUs are not shared); or, "
+                "if it can share, set gpuprov_sharing.device_plugin.fail_requests_greater_than_one: false on a "
+                "shared node (its slots may then be on the same GPU, so it sees fewer GPUs than it asked for)"
+                % format_requests(multi))
+        elif helping:
             slots = sum(r["remedy"]["added_slots"] for r in helping)
             parts = ["%s on %s" % (r["remedy"]["inventory"], r["name"]) for r in helping]
             result["remedy"] = make_remedy("sharing adds %s: %s" % (format_slots(slots), "; ".join(parts)),
@@ -170,6 +202,19 @@ def analyse_pod(pod, states, node_results, event):
         if any(r["category"] == "volume" for r in other):
             actions.append("check the pod's volumes: their zone or binding rules exclude the GPU nodes")
         result["remedy"] = make_remedy("; ".join(actions) or "see the scheduler message")
+        return result
+    shared = [s for s in feasible if has_room(s) and s.replicas_now > 1]
+    multi = multi_slot_requests(pod)
+    if multi and len(shared) == len(roomy):
+        result["check"] = "allocation"
+        result["status"] = "multi-gpu"
+        result["summary"] = ("asks for %s, and the nodes with free slots (%s) share their GPUs: the device plugin "
+                             "rejects a request for more than one shared slot (failRequestsGreaterThanOne)"
+                             % (format_requests(multi), ", ".join(roomy)))
+        result["remedy"] = make_remedy(
+            "give it whole GPUs on a node whose GPUs are not shared, or set "
+            "gpuprov_sharing.device_plugin.fail_requests_greater_than_one: false on %s (its slots may then be on "
+            "the same GPU)" % ", ".join(roomy))
         return result
     result["status"] = "unexplained"
     result["summary"] = "GPUs are free on %s and the pod may use them: the snapshot is older than the last " \

@@ -15,6 +15,8 @@ def item_footprint(item, view):
     """(memory fraction, mode) of the smallest way ``item`` can sit on one GPU of ``view``."""
     best = None
     vi = view.index
+    if item.gang is not None:
+        return (1.0, "shared") if item.memory_mib <= view.memory_mib + EPS else None
     if not item.hard and item.memory_mib <= view.memory_mib + EPS:
         best = (item.memory_mib / view.memory_mib, "shared")
     mask = item.masks[vi]
@@ -196,7 +198,7 @@ def _greedy(views, method, hard, soft, soft_mig_first):
         for gid in shared_open:
             gpu = gpus[gid]
             vi = gpu.view.index
-            if method == "time-slicing" and (shared_mem[gid] + item.memory_mib > gpu.view.memory_mib + EPS
+            if method in ("time-slicing", "hami") and (shared_mem[gid] + item.memory_mib > gpu.view.memory_mib + EPS
                                              or shared_cpu[gid] + item.shared_compute[vi] > 1.0 + EPS):
                 continue
             if shared_ok(gpu.items + [item], gpu.view, method):

@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
@@ -15,8 +15,11 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_input(data, source="input"):
-    """{workloads: [...], pool: ...} -> ([Workload], [PoolEntry]). Raises FitInputError."""
+def parse_input(data, source="input", models_catalog=None):
+    """{workloads: [...], pool: ...} -> ([Workload], [PoolEntry]). Raises FitInputError.
+
+    ``models_catalog``: a user_catalog.UserCatalog when `--catalog` adds models (None: built-ins).
+    """
     problems = []
     if not isinstance(data, dict):
         raise FitInputError(["%s: expected a mapping with `workloads:` and `pool:`" % source])
@@ -24,7 +27,7 @@ def parse_input(data, source="input"):
     if unknown:
         problems.append("%s: unknown key(s) %s; allowed: workloads, pool" % (source, ", ".join(unknown)))
     pool_problems = []
-    pool = _parse_pool(data.get("pool"), pool_problems)
+    pool = _parse_pool(data.get("pool"), pool_problems, models_catalog or catalog)
     problems.extend(pool_problems)
     workloads = _parse_workloads(data.get("workloads"), problems)
     if not pool_problems:
@@ -35,7 +38,7 @@ def parse_input(data, source="input"):
     return workloads, pool
 
 
-def _parse_pool(raw, problems):
+def _parse_pool(raw, problems, models_catalog):
     if raw is None:
         problems.append("pool: required: the GPUs to pack onto, e.g. {model: A100-80GB, count: unlimited} "
                         "or a list of {model, count}")
@@ -58,7 +61,7 @@ def _parse_pool(raw, problems):
             problems.append("%s: model: required (see `gpuprov catalog`)" % field)
         else:
             try:
-                model = catalog.lookup(entry["model"])
+                model = models_catalog.lookup(entry["model"])
             except catalog.UnknownModelError as exc:
                 problems.append("%s: model: %s" % (field, exc))
         count = entry.get("count", "unlimited")
@@ -67,6 +70,19 @@ def _parse_pool(raw, problems):
         elif not _is_int(count) or count < 1:
             problems.append("%s: count: must be a positive integer or `unlimited`, got %r" % (field, count))
             count = None
+        numa = entry.get("numa_nodes")
+        if numa is not None:
+            if not _is_int(numa) or numa < 1:
+                problems.append("%s: numa_nodes: must be a positive integer, got %r" % (field, numa))
+                numa = None
+            elif not _is_int(entry.get("gpus_per_node")) or entry["gpus_per_node"] % numa:
+                problems.append("%s: numa_nodes: needs gpus_per_node, a multiple of %d (GPUs split evenly, in "
+                                "index order, among the NUMA nodes)" % (field, numa))
+                numa = None
+        cpu_policy = entry.get("cpu_manager_policy", "none")
+        if cpu_policy not in ("none", "static"):
+            problems.append("%s: cpu_manager_policy: must be none or static, got %r" % (field, cpu_policy))
+            cpu_policy = "none"
         per_node = entry.get("gpus_per_node")
         if per_node is not None:
             if not _is_int(per_node) or per_node < 1:
@@ -81,7 +97,7 @@ def _parse_pool(raw, problems):
                                 % (field, model.key, seen[model.key]))
                 continue
             seen[model.key] = field
-            pool.append(PoolEntry(model, count, per_node, field))
+            pool.append(PoolEntry(model, count, per_node, field, numa, cpu_policy))
     return pool
 
 
@@ -142,12 +158,44 @@ def _parse_workloads(raw, problems):
         if not _is_int(replicas) or replicas < 1:
             problems.append("%s: replicas: must be a positive integer, got %r" % (where, replicas))
             ok = False
+        gpus = entry.get("gpus", 1)
+        if not _is_int(gpus) or not 1 <= gpus <= 64:
+            problems.append("%s: gpus: must be an integer from 1 (whole GPUs of one node, e.g. 2 for tensor "
+                            "parallel), got %r" % (where, gpus))
+            ok = False
+        elif gpus > 1:
+            if isolation == "hard":
+                problems.append("%s: gpus: a MIG instance is part of one GPU; %d whole GPUs are isolated already: "
+                                "use isolation: soft" % (where, gpus))
+                ok = False
+            if compute is not None:
+                problems.append("%s: compute: a workload on %d whole GPUs has all their compute; remove compute"
+                                % (where, gpus))
+                ok = False
+        image = entry.get("image")
+        if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
+            problems.append("%s: image: must be a container image reference, got %r" % (where, image))
+            ok = False
+        cpu = entry.get("cpu")
+        if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1024):
+            problems.append("%s: cpu: must be a number of CPU cores above 0, got %r" % (where, cpu))
+            ok = False
+        host_memory = entry.get("host_memory")
+        if host_memory is not None:
+            try:
+                if k8s_quantity(host_memory) <= 0:
+                    raise ValueError("must be above 0")
+            except ValueError:
+                problems.append("%s: host_memory: must be a Kubernetes memory quantity such as 16Gi, got %r"
+                                % (where, host_memory))
+                ok = False
         if ok:
-            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas))
+            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas, gpus, image, cpu,
+                                      host_memory))
     return workloads
 
 
-def load_input(path):
+def load_input(path, models_catalog=None):
     """Read a YAML or JSON workloads file. Raises FitInputError naming the file."""
     kind = "JSON" if path.endswith(".json") else "YAML"
     try:
@@ -160,4 +208,4 @@ def load_input(path):
         raise FitInputError(["%s: cannot read: %s" % (path, exc)]) from None
     except (ValueError, yaml.YAMLError) as exc:
         raise FitInputError(["%s: not valid %s: %s" % (path, kind, " ".join(str(exc).split()))]) from None
-    return parse_input(data, path)
+    return parse_input(data, path, models_catalog)

@@ -2,9 +2,11 @@
 
 
 DEFAULT_GPUS_PER_NODE = 8
-WORKLOAD_KEYS = ("name", "memory", "compute", "isolation", "replicas")
-POOL_KEYS = ("model", "count", "gpus_per_node")
-SOFT_SHARING = ("time-slicing", "mps")
+WORKLOAD_KEYS = ("name", "memory", "compute", "isolation", "replicas", "gpus", "image", "cpu", "host_memory")
+POOL_KEYS = ("model", "count", "gpus_per_node", "numa_nodes", "cpu_manager_policy")
+SOFT_SHARING = ("time-slicing", "mps", "hami")
+# HAMi's default deviceSplitCount (chart values.yaml v2.10.0): at most this many workloads per GPU.
+HAMI_SPLIT_COUNT = 10
 METHODS = ("auto", "exact", "heuristic")
 
 
@@ -25,14 +27,21 @@ class NoFit(Exception):
 
 
 class Workload:
-    __slots__ = ("name", "memory_mib", "compute", "hard", "replicas")
+    """``memory_mib`` is the total; with ``gpus`` > 1 each of its whole GPUs holds an even share."""
 
-    def __init__(self, name, memory_mib, compute=None, hard=False, replicas=1):
+    __slots__ = ("name", "memory_mib", "compute", "hard", "replicas", "gpus", "image", "cpu", "host_memory")
+
+    def __init__(self, name, memory_mib, compute=None, hard=False, replicas=1, gpus=1, image=None, cpu=None,
+                 host_memory=None):
         self.name = name
         self.memory_mib = memory_mib
         self.compute = compute
         self.hard = hard
         self.replicas = replicas
+        self.gpus = gpus
+        self.image = image
+        self.cpu = cpu                  # CPU cores for `fit -o pods` (None: 1)
+        self.host_memory = host_memory  # host memory quantity for `fit -o pods` (None: the default)
 
     @property
     def isolation(self):
@@ -40,10 +49,15 @@ class Workload:
 
 
 class PoolEntry:
-    __slots__ = ("model", "count", "gpus_per_node", "field")
+    __slots__ = ("model", "count", "gpus_per_node", "field", "numa_nodes", "cpu_manager_policy")
 
-    def __init__(self, model, count=None, gpus_per_node=None, field="pool"):
+    def __init__(self, model, count=None, gpus_per_node=None, field="pool", numa_nodes=None,
+                 cpu_manager_policy="none"):
         self.model = model
         self.count = count                  # None: unlimited
         self.gpus_per_node = gpus_per_node  # None: not given (hosts group up to 8 used GPUs)
         self.field = field
+        # NUMA nodes per host; GPUs split evenly and in index order among them (None: unknown).
+        self.numa_nodes = numa_nodes
+        # The nodes' kubelet CPU manager: static gives `fit -o pods` Guaranteed pods with whole CPUs.
+        self.cpu_manager_policy = cpu_manager_policy

@@ -2,21 +2,24 @@
 GPUs, what may share a GPU, and what a packing costs."""
 
 from gpuprov.fit.mig_geometry import geometry
+from gpuprov.fit.model import DEFAULT_GPUS_PER_NODE, HAMI_SPLIT_COUNT
 from gpuprov.fit.units import EPS, NON_MIG_COMPUTE_SLICES, compute_text, gib_text
 
 
 class Item:
     """One copy of a workload, as the search sees it."""
 
-    __slots__ = ("index", "name", "workload", "memory_mib", "hard", "compute", "masks", "shared_compute")
+    __slots__ = ("index", "name", "workload", "memory_mib", "hard", "compute", "masks", "shared_compute", "gang")
 
-    def __init__(self, index, name, workload):
+    def __init__(self, index, name, workload, gang=None):
         self.index = index
         self.name = name
         self.workload = workload
-        self.memory_mib = workload.memory_mib
+        # A workload on N whole GPUs is N items, each a whole GPU with an even share of the memory.
+        self.memory_mib = workload.memory_mib / float(workload.gpus)
         self.hard = workload.hard
         self.compute = workload.compute
+        self.gang = gang  # the copy's name when the workload spans whole GPUs of one node, else None
         self.masks = []           # per view: candidate profile mask (0: no MIG instance fits)
         self.shared_compute = []  # per view: fraction of the GPU when shared without MIG
 
@@ -42,7 +45,11 @@ def expand(workloads):
     for workload in workloads:
         for copy in range(workload.replicas):
             name = workload.name if workload.replicas == 1 else "%s#%d" % (workload.name, copy + 1)
-            items.append(Item(len(items), name, workload))
+            if workload.gpus == 1:
+                items.append(Item(len(items), name, workload))
+                continue
+            for part in range(workload.gpus):
+                items.append(Item(len(items), "%s[%d]" % (name, part), workload, gang=name))
     return items
 
 
@@ -58,7 +65,9 @@ def _shared_fraction(compute, view):
 
 def prepare(items, views):
     for item in items:
-        item.masks = [v.geometry.candidates(item.memory_mib, item.compute) if v.geometry else 0 for v in views]
+        # A part of a multi-GPU workload is a whole GPU: never a MIG instance.
+        item.masks = [v.geometry.candidates(item.memory_mib, item.compute) if v.geometry and item.gang is None else 0
+                      for v in views]
         item.shared_compute = [_shared_fraction(item.compute, v) for v in views]
 
 
@@ -69,6 +78,19 @@ def check_placeable(workloads, views):
     for workload in workloads:
         where = "workload %s" % workload.name
         mem = workload.memory_mib
+        if workload.gpus > 1:
+            share = mem / workload.gpus
+            room = [v for v in views if (v.entry.gpus_per_node or DEFAULT_GPUS_PER_NODE) >= workload.gpus
+                    and (v.count is None or v.count >= workload.gpus)]
+            if not room:
+                problems.append("%s: gpus: %d GPUs of one node, but no node of the pool has that many (%s)"
+                                % (where, workload.gpus, ", ".join("%s: %d per node" % (
+                                    v.model.key, v.entry.gpus_per_node or DEFAULT_GPUS_PER_NODE) for v in views)))
+            elif not any(share <= v.memory_mib + EPS for v in room):
+                problems.append("%s: memory: %s GiB over %d GPUs is %s GiB per GPU, more than any GPU of the pool "
+                                "with %d per node has" % (where, gib_text(mem), workload.gpus, gib_text(share),
+                                                         workload.gpus))
+            continue
         if workload.hard:
             if not mig_views:
                 problems.append("%s: isolation: hard needs a MIG instance, but no GPU model in the pool has MIG (%s); "
@@ -119,7 +141,7 @@ class Gpu:
 
     @property
     def sharing(self):
-        """mig, whole, or the soft sharing method (time-slicing or mps)."""
+        """mig, whole, or the soft sharing method (time-slicing, mps or hami)."""
         if self.mode == "mig":
             return "mig"
         return "whole" if len(self.items) == 1 else self.shared_method
@@ -130,11 +152,17 @@ def shared_ok(items, view, method):
     n = len(items)
     if n == 0 or any(i.hard for i in items):
         return False
+    if n > 1 and any(i.gang is not None for i in items):
+        return False  # a part of a multi-GPU workload has its GPU to itself
     if n > 1 and view.shared_max is not None and n > view.shared_max:
         return False
     vi = view.index
     if n == 1:
         return items[0].memory_mib <= view.memory_mib + EPS
+    if method == "hami":
+        # HAMi caps each workload's memory (gpumem) and cores (gpucores); at most split-count per GPU.
+        return (n <= HAMI_SPLIT_COUNT and sum(i.memory_mib for i in items) <= view.memory_mib + EPS
+                and sum(i.shared_compute[vi] for i in items) <= 1.0 + EPS)
     if method == "mps":
         if n > view.model.mps_max_clients:
             return False

@@ -1,5 +1,7 @@
 """The fit report: the inventory text, the explanation and the JSON document."""
 
+import math
+
 import yaml
 
 from gpuprov.fit.hosts import HOST_GROUP, inventory, node_vars
@@ -32,12 +34,49 @@ def inventory_text(result, source=None):
     for node in result.nodes:
         for gpu in node.gpus:
             head.append("        # GPU %d (%s): %s" % (gpu.index, gpu.sharing, ", ".join(gpu_lines(gpu))))
-        if node.spares:
-            head.append("        # GPU %d-%d: idle" % (len(node.gpus), len(node.gpus) + node.spares - 1)
-                        if node.spares > 1 else "        # GPU %d: idle" % len(node.gpus))
+        idle = sorted(set(range(node.gpu_count)) - set(g.index for g in node.gpus))
+        if idle:
+            head.append("        # GPU %s: idle" % _ranges(idle))
         body = yaml.safe_dump({node.host: node_vars(node)}, sort_keys=False, default_flow_style=False, width=120)
         head.extend("        " + line for line in body.splitlines())
     return "\n".join(head) + "\n"
+
+
+def _ranges(indices):
+    parts, run = [], []
+    for i in indices + [None]:
+        if run and i is not None and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            parts.append(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]))
+        run = [i] if i is not None else []
+    return ",".join(parts)
+
+
+def numa_node(gpu, nodes_by_host):
+    """The NUMA node of a placed GPU, or None when the pool does not give topology."""
+    node = nodes_by_host.get(gpu.node)
+    numa = node.view.entry.numa_nodes if node is not None and node.view.entry.gpus_per_node else None
+    if not numa:
+        return None
+    return gpu.index // (node.view.entry.gpus_per_node // numa)
+
+
+def item_resources(gpu, item, profile_index=None):
+    """The extended resources a container of ``item`` asks for on ``gpu`` (limits)."""
+    if gpu.mode == "mig":
+        return {resource_name(gpu, profile_index): 1}
+    if item.gang is not None:
+        return {"nvidia.com/gpu": item.workload.gpus}
+    if gpu.shared_method == "hami" and len(gpu.items) > 1:
+        # HAMi: one slot of one GPU, capped at the workload's memory (MiB) and share of cores.
+        resources = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": int(math.ceil(item.memory_mib))}
+        fraction = item.shared_compute[gpu.view.index]
+        if fraction:
+            resources["nvidia.com/gpucores"] = max(1, int(math.ceil(fraction * 100 - EPS)))
+        return resources
+    return {"nvidia.com/gpu": 1}
 
 
 def profile_notes(result):
@@ -95,6 +134,7 @@ def explanation(result):
 
 def as_dict(result, source=None):
     gpus = []
+    nodes_by_host = dict((n.host, n) for n in result.nodes)
     for k, gpu in enumerate(result.gpus):
         used = sum(i.memory_mib for i in gpu.items)
         entry = {
@@ -121,13 +161,17 @@ def as_dict(result, source=None):
             entry["workloads"] = [{"name": item.name, "workload": item.workload.name,
                                    "memory_gib": round(item.memory_mib / MIB_PER_GIB, 2),
                                    "isolation": item.workload.isolation, "profile": g.names[p],
-                                   "resource": resource_name(gpu, p)}
+                                   "resource": resource_name(gpu, p), "resources": item_resources(gpu, item, p)}
                                   for item, p, _inst in gpu.placements]
         else:
             entry["workloads"] = [{"name": item.name, "workload": item.workload.name,
                                    "memory_gib": round(item.memory_mib / MIB_PER_GIB, 2),
-                                   "isolation": item.workload.isolation, "resource": "nvidia.com/gpu"}
+                                   "isolation": item.workload.isolation, "resource": "nvidia.com/gpu",
+                                   "resources": item_resources(gpu, item)}
                                   for item in gpu.items]
+        numa = numa_node(gpu, nodes_by_host)
+        if numa is not None:
+            entry["numa_node"] = numa
         gpus.append(entry)
     return {
         "format": FIT_FORMAT_VERSION,

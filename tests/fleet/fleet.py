@@ -89,6 +89,8 @@ PRIVATE_DIRS = (
     "/usr/local/libexec/gpuprov",
     "/etc/default",
     "/var/log/nvidia-mps",
+    # gpuprov baseline's samples (each node records its own GPUs).
+    "/var/lib/gpuprov",
 )
 # Private directories that start as a copy of the host's (their files are read by tools
 # that also run on the node).

@@ -11,6 +11,7 @@ __metaclass__ = type
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import live
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import user_catalog
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import VAR_PREFIX, plain
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.planner import Planner
@@ -35,7 +36,16 @@ class ActionModule(ActionBase):
         for key in task_vars:
             if key.startswith(VAR_PREFIX) and key not in ("gpuprov_plan", "gpuprov_node_changes"):
                 variables[key] = plain(self._templar.template(task_vars[key]))
-        intent, problems = parse_intent(host, variables, task_vars.get("inventory_dir"))
+        # `gpuprov apply --catalog FILE` passes its file for every host (user_catalog.CLI_CATALOG_VAR).
+        cli_catalog = variables.pop(user_catalog.CLI_CATALOG_VAR, None)
+        user_models = None
+        if cli_catalog:
+            try:
+                user_models = user_catalog.UserCatalog(user_catalog.load_file(cli_catalog))
+            except user_catalog.CatalogFileError as exc:
+                result.update(failed=True, msg="%s: %s" % (host, "; ".join(exc.problems)))
+                return result
+        intent, problems = parse_intent(host, variables, task_vars.get("inventory_dir"), user_models=user_models)
         plan = None
         if intent is not None:
             plan, problems = _PLANNER.plan_node(intent)
@@ -50,7 +60,8 @@ class ActionModule(ActionBase):
         if facts is None:
             return result
 
-        mismatch = live.hardware_mismatch(plan, facts)
+        models_catalog = user_catalog.for_host(variables, task_vars.get("inventory_dir"), None, user_models)[0]
+        mismatch = live.hardware_mismatch(plan, facts, models_catalog)
         if mismatch:
             result["ansible_facts"]["gpuprov_node_changes"] = None
             if fail_on_mismatch:

@@ -214,25 +214,25 @@ MODELS = [
     # --- MIG-capable ---------------------------------------------------------------------
     GpuModel("A100-SXM4-40GB", "NVIDIA A100 40GB (SXM4/PCIe)", 40960, "8.0", "ampere",
              ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"],
-             [0x20B0, 0x20B1, 0x20F1, 0x20F6], ["A100-40GB", "A100-PCIE-40GB", "A800-40GB"],
+             [0x20B0, 0x20B1, 0x20F1], ["A100-40GB", "A100-PCIE-40GB"],
              _seven_slice((5, 10, 20, 40), (4.75, 9.62, 19.5, 39.25))),
     # A100 80GB and GH200 96GB GiB figures are (UNVERIFIED) estimates from the sibling models.
     GpuModel("A100-80GB", "NVIDIA A100 80GB (SXM4/PCIe)", 81920, "8.0", "ampere",
              ["NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"],
-             [0x20B2, 0x20B5, 0x20F3, 0x20F5], ["A100-SXM4-80GB", "A100-PCIE-80GB", "A800-80GB"],
+             [0x20B2, 0x20B5], ["A100-SXM4-80GB", "A100-PCIE-80GB"],
              _seven_slice((10, 20, 40, 80), (9.75, 19.62, 39.5, 79.25))),
     GpuModel("A30", "NVIDIA A30 24GB", 24576, "8.0", "ampere",
              ["NVIDIA A30"], [0x20B7], ["A30-24GB"], _a30()),
     GpuModel("H100-80GB", "NVIDIA H100 80GB (SXM5 HBM3/PCIe)", 81559, "9.0", "hopper",
              ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"],
-             [0x2330, 0x2331, 0x2322, 0x2324], ["H100", "H100-SXM5-80GB", "H100-PCIE-80GB", "H800-80GB"],
+             [0x2330, 0x2331], ["H100", "H100-SXM5-80GB", "H100-PCIE-80GB"],
              _seven_slice((10, 20, 40, 80), (9.75, 19.62, 39.5, 79.25))),
     GpuModel("H100-NVL", "NVIDIA H100 NVL 94GB", 95830, "9.0", "hopper",
              ["NVIDIA H100 NVL"], [0x2321, 0x233A], ["H100-NVL-94GB", "H800-NVL"],
              _seven_slice((12, 24, 47, 94), (10.75, 21.62, 46.38, 93.12))),
-    GpuModel("H100-96GB", "NVIDIA H100 96GB / GH200 96GB / H20", 98304, "9.0", "hopper",
-             ["NVIDIA H100 96GB HBM3", "NVIDIA GH200 480GB", "NVIDIA H20"],
-             [0x233D, 0x2342, 0x20B6, 0x2329], ["GH200-96GB", "GH200-480GB", "H20"],
+    GpuModel("H100-96GB", "NVIDIA H100 96GB / GH200 96GB", 98304, "9.0", "hopper",
+             ["NVIDIA H100 96GB HBM3", "NVIDIA GH200 480GB"],
+             [0x233D, 0x2342, 0x20B6], ["GH200-96GB", "GH200-480GB"],
              _seven_slice((12, 24, 48, 96), (11.0, 22.0, 47.0, 95.0))),
     GpuModel("GH200-144GB", "NVIDIA GH200 144GB HBM3e", 146432, "9.0", "hopper",
              ["NVIDIA GH200 144G HBM3e"], [0x2348], ["GH200-144G-HBM3E"],
@@ -243,6 +243,25 @@ MODELS = [
     GpuModel("B200", "NVIDIA B200 180GB", 183359, "10.0", "blackwell",
              ["NVIDIA B200"], [0x2901], ["B200-180GB"],
              _seven_slice((23, 45, 90, 180), (20.5, 44.25, 89.0, 178.0))),
+    # China-market variants: the MIG User Guide lists H20; mig-parted's config-default.yaml gives
+    # A800/H800 the A100/H100 MIG configs and lists their PCI ids beside them ("H100-80GB,
+    # H800-80GB, A100-80GB, A800-80GB"). Which id is which variant, the nvidia-smi names and the
+    # memory figures are from the PCI ID database and user reports (UNVERIFIED).
+    GpuModel("A800-40GB", "NVIDIA A800 40GB (PCIe; MIG as A100 40GB)", 40960, "8.0", "ampere",
+             ["NVIDIA A800 40GB PCIe", "NVIDIA A800 40GB Active"], [0x20F6], ["A800-PCIE-40GB"],
+             _seven_slice((5, 10, 20, 40), (4.75, 9.62, 19.5, 39.25))),
+    GpuModel("A800-80GB", "NVIDIA A800 80GB (SXM4/PCIe; MIG as A100 80GB)", 81920, "8.0", "ampere",
+             ["NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe"], [0x20F3, 0x20F5],
+             ["A800", "A800-SXM4-80GB", "A800-PCIE-80GB"],
+             _seven_slice((10, 20, 40, 80), (9.75, 19.62, 39.5, 79.25))),
+    GpuModel("H800-80GB", "NVIDIA H800 80GB (SXM5/PCIe; MIG as H100 80GB)", 81559, "9.0", "hopper",
+             ["NVIDIA H800", "NVIDIA H800 PCIe"], [0x2324, 0x2322], ["H800", "H800-SXM5-80GB", "H800-PCIE-80GB"],
+             _seven_slice((10, 20, 40, 80), (9.75, 19.62, 39.5, 79.25))),
+    # H20: 96 GB HBM3, MIG profiles as H100 96GB (MIG User Guide; HAMi's allowlist names
+    # 1g.12gb/2g.24gb/3g.48gb/7g.96gb for it). Memory MiB (UNVERIFIED).
+    GpuModel("H20", "NVIDIA H20 96GB", 97871, "9.0", "hopper",
+             ["NVIDIA H20"], [0x2329], ["H20-96GB"],
+             _seven_slice((12, 24, 48, 96), (11.0, 22.0, 47.0, 95.0))),
     # --- no MIG (not in the MIG User Guide's supported list) ---------------------------------
     # PCI device ids of these models are from the PCI ID database (UNVERIFIED here).
     GpuModel("T4", "NVIDIA Tesla T4 16GB", 15360, "7.5", "turing",
@@ -253,8 +272,19 @@ MODELS = [
              ["Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "Tesla V100S-PCIE-32GB"],
              [0x1DB5, 0x1DB6, 0x1DF6], ["V100S"]),
     GpuModel("A10", "NVIDIA A10 24GB", 23028, "8.6", "ampere", ["NVIDIA A10"], [0x2236]),
+    # A16, A40, RTX A6000, RTX 3090, L20: memory MiB as nvidia-smi reports it in user posts,
+    # compute capability from NVIDIA's CUDA GPUs list (both UNVERIFIED here).
+    GpuModel("A16", "NVIDIA A16 (one of the board's four 16GB GPUs)", 15356, "8.6", "ampere",
+             ["NVIDIA A16"], [0x25B6], ["A16-16GB"]),  # 0x25B6 is shared with the A2 (PCI ID database)
+    GpuModel("A40", "NVIDIA A40 48GB", 46068, "8.6", "ampere", ["NVIDIA A40"], [0x2235], ["A40-48GB"]),
+    GpuModel("RTX-A6000", "NVIDIA RTX A6000 48GB", 49140, "8.6", "ampere",
+             ["NVIDIA RTX A6000"], [0x2230], ["A6000"]),
+    GpuModel("RTX-3090", "NVIDIA GeForce RTX 3090 24GB", 24576, "8.6", "ampere",
+             ["NVIDIA GeForce RTX 3090"], [0x2204], ["GeForce-RTX-3090", "3090"]),
     GpuModel("A10G", "NVIDIA A10G 24GB", 23028, "8.6", "ampere", ["NVIDIA A10G"], [0x2237]),
     GpuModel("L4", "NVIDIA L4 24GB", 23034, "8.9", "ada", ["NVIDIA L4"], [0x27B8]),
+    # L20: 10de:26BA "AD102GL [L20]" (lspci output seen in public reports).
+    GpuModel("L20", "NVIDIA L20 48GB", 46068, "8.9", "ada", ["NVIDIA L20"], [0x26BA], ["L20-48GB"]),
     GpuModel("L40", "NVIDIA L40 48GB", 46068, "8.9", "ada", ["NVIDIA L40"], [0x26B5]),
     GpuModel("L40S", "NVIDIA L40S 48GB", 46068, "8.9", "ada", ["NVIDIA L40S"], [0x26B9]),
     GpuModel("RTX-4090", "NVIDIA GeForce RTX 4090 24GB", 24564, "8.9", "ada",
@@ -362,3 +392,8 @@ def suggest(text, limit=3):
         if len(result) == limit:
             break
     return result
+
+
+# Public names for the user catalog (plugin_utils/user_catalog.py), which indexes its models the same way.
+normalized_name = _norm
+strip_vendor = _strip_vendor

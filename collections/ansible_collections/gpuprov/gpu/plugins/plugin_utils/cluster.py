@@ -34,7 +34,7 @@ import shlex
 
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema, hami_cluster
 
 # Pinned chart versions (reference/kubernetes.md sections 1 and 2).
 DEVICE_PLUGIN_CHART_VERSION = "0.20.0"
@@ -98,6 +98,8 @@ def named_configs(nodes, configs, default_config=DEFAULT_CONFIG):
     problems = []
     result = dict(configs or {})
     for host, plan in sorted((nodes or {}).items()):
+        if plan["device_plugin"] is None:
+            continue  # the NVIDIA device plugin does not run there (HAMi node)
         name = plan["device_plugin"]["config_name"]
         if name not in result:
             problems.append("%s: device-plugin config %s is not among the fleet's configs (%s); pass the "
@@ -260,7 +262,11 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
     if compat_with_cpu_manager == "always" or (compat_with_cpu_manager == "auto" and needs_cpu_manager_compat(nodes)):
         values["compatWithCPUManager"] = True
     _set_image(values, image_repository, image_tag, image_pull_secrets)
-    return deep_merge(values, extra_values)
+    values = deep_merge(values, extra_values)
+    if hami_cluster.hami_hosts(nodes):
+        # Both plugins serve nvidia.com/gpu: never on one node (hami_cluster.py).
+        values = hami_cluster.keep_nvidia_plugin_off(values)
+    return values
 
 
 def _set_image(values, repository, tag, pull_secrets):

@@ -32,10 +32,12 @@ import os
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, mps_pinned_memory_mib
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, sharing as sharing_mod, user_catalog
 
-STRATEGIES = ("exclusive", "time-slicing", "mps", "mig")
-SHARING_KEYS = {"strategy", "replicas", "mig", "time_slicing_replicas", "mps"}
+# Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
+# keys it owns (time_slicing_replicas, device_plugin, hami).
+STRATEGIES = sharing_mod.strategies()  # exclusive, time-slicing, mps, mig, hami
+SHARING_KEYS = {"strategy", "replicas", "mig", "mps"} | set(sharing_mod.owned_keys())
 MIG_KEYS = {"config", "devices", "strategy"}
 MPS_KEYS = {"provider", "active_thread_percentage", "pinned_memory_limit"}
 MPS_PROVIDERS = ("device-plugin", "host")
@@ -85,10 +87,10 @@ class NodeIntent:
     """A host's validated request. ``key()`` is equal for hosts that plan identically."""
 
     __slots__ = ("host", "models", "strategy", "replicas", "mig_requests", "mig_strategy",
-                 "mig_source", "time_slicing_replicas", "mps", "kubelet")
+                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options")
 
     def __init__(self, host, models, strategy, replicas=None, mig_requests=None, mig_strategy=None,
-                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None):
+                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None):
         self.host = host
         self.models = models
         self.strategy = strategy
@@ -99,6 +101,8 @@ class NodeIntent:
         self.time_slicing_replicas = time_slicing_replicas
         self.mps = mps
         self.kubelet = kubelet or {}
+        # The sharing provider's own options (device_plugin, hami), as its parse() returned them.
+        self.options = options or {}
 
     def key(self):
         mig = None
@@ -106,9 +110,11 @@ class NodeIntent:
             mig = tuple(None if r is None else (r.enabled, tuple(sorted(r.counts.items())))
                         for r in self.mig_requests)
         return (tuple(m.key for m in self.models), self.strategy, self.replicas, mig, self.mig_strategy,
-                self.mig_source, self.time_slicing_replicas,
+                self.mig_source, _freeze(self.time_slicing_replicas),
                 tuple(sorted(self.mps.items())) if self.mps else None,
-                _freeze(self.kubelet))
+                _freeze(self.kubelet), _freeze(self.options),
+                # User catalog models may share a key with other content: plan them apart.
+                tuple((m.memory_mib, m.compute_capability) for m in self.models))
 
 
 def _freeze(value):
@@ -132,8 +138,12 @@ class _Collector:
         self.problems.append(Problem(self.host, field, reason))
 
 
-def parse_models(host, hostvars, out):
-    """The node's GPU models, one per GPU index, from gpuprov_gpu_model/count or gpuprov_gpus."""
+def parse_models(host, hostvars, out, models_catalog=None):
+    """The node's GPU models, one per GPU index, from gpuprov_gpu_model/count or gpuprov_gpus.
+
+    ``models_catalog``: a user_catalog.UserCatalog with the user's models, or None (built-ins).
+    """
+    models_catalog = models_catalog or catalog
     has_single = "gpuprov_gpu_model" in hostvars or "gpuprov_gpu_count" in hostvars
     has_list = "gpuprov_gpus" in hostvars
     if has_single and has_list:
@@ -164,7 +174,7 @@ def parse_models(host, hostvars, out):
     ok = True
     for mfield, name, cfield, count in specs:
         try:
-            model = catalog.lookup(name)
+            model = models_catalog.lookup(name)
         except catalog.UnknownModelError as exc:
             out.add(mfield, str(exc))
             ok = False
@@ -178,10 +188,17 @@ def parse_models(host, hostvars, out):
     return models if ok else None
 
 
-def parse_intent(host, hostvars, base_dir=None, file_cache=None):
-    """Build a NodeIntent from a host's variables. Returns (intent or None, [Problem])."""
+def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=None):
+    """Build a NodeIntent from a host's variables. Returns (intent or None, [Problem]).
+
+    ``user_models``: a user_catalog.UserCatalog from ``--catalog`` (the host's own
+    ``gpuprov_catalog_file`` adds to it).
+    """
     out = _Collector(host)
-    models = parse_models(host, hostvars, out)
+    models_catalog, catalog_problems = user_catalog.for_host(hostvars, base_dir, file_cache, user_models)
+    for reason in catalog_problems:
+        out.add(user_catalog.CATALOG_FILE_VAR, reason)
+    models = parse_models(host, hostvars, out, models_catalog)
 
     sharing = hostvars.get("gpuprov_sharing", {"strategy": "exclusive"})
     if sharing is None:
@@ -208,19 +225,22 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None):
         elif not _is_int(replicas) or replicas < 2:
             out.add("gpuprov_sharing.replicas", "must be an integer >= 2 (the device plugin rejects fewer), got %r" % (replicas,))
             replicas = None
-    elif replicas is not None:
+    elif replicas is not None and strategy != "hami":  # hami: its provider says why
         out.add("gpuprov_sharing.replicas", "only used by time-slicing and mps; with mig use time_slicing_replicas")
 
-    if "mig" in sharing and strategy != "mig":
+    if "mig" in sharing and strategy not in ("mig", "hami"):  # hami: its provider says why
         out.add("gpuprov_sharing.mig", "only used with strategy mig")
-    if ts_replicas is not None:
-        if strategy != "mig":
-            out.add("gpuprov_sharing.time_slicing_replicas", "only used with strategy mig; use replicas with time-slicing")
-        elif not _is_int(ts_replicas) or ts_replicas < 2:
-            out.add("gpuprov_sharing.time_slicing_replicas", "must be an integer >= 2, got %r" % (ts_replicas,))
-            ts_replicas = None
+    options = {}
+    if strategy is not None:
+        provider = sharing_mod.provider_for(strategy)
+        for key, owner in sorted(sharing_mod.owned_keys().items()):
+            if key in sharing and owner is not provider:
+                out.add("gpuprov_sharing.%s" % key, "not used with strategy %s; it configures the %s provider "
+                        "(strategy %s)" % (strategy, owner.name, ", ".join(owner.strategies)))
+        options = provider.parse(sharing, strategy, models, out)
+        ts_replicas = options.get("time_slicing_replicas")
 
-    if "mps" in sharing:
+    if "mps" in sharing and strategy != "hami":  # hami: its provider says why
         if strategy == "mig":
             out.add("gpuprov_sharing.mps", "MPS together with MIG is not supported by the device plugin "
                                            "(\"sharing using MPS is not supported for MIG devices\")")
@@ -251,7 +271,7 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None):
     if out.problems or models is None or strategy is None:
         return None, out.problems
     return NodeIntent(host, models, strategy, replicas, mig_requests, mig_strategy, mig_source,
-                      ts_replicas, mps, kubelet), out.problems
+                      ts_replicas, mps, kubelet, options), out.problems
 
 
 def _parse_mps(mps, out):

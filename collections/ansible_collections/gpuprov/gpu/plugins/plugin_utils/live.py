@@ -14,19 +14,22 @@ __metaclass__ = type
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 
 
-def model_of(gpu):
-    """Catalog key for a GPU of gpu_facts, by PCI device id first, then by NVML name."""
+def model_of(gpu, models_catalog=None):
+    """Catalog key for a GPU of gpu_facts, by PCI device id first, then by NVML name.
+
+    ``models_catalog``: a user_catalog.UserCatalog when the inventory adds models.
+    """
     for key in ("pci_device_id", "name"):
         value = gpu.get(key)
         if value:
             try:
-                return catalog.lookup(value).key
+                return (models_catalog or catalog).lookup(value).key
             except catalog.UnknownModelError:
                 continue
     return None
 
 
-def hardware_mismatch(plan, facts):
+def hardware_mismatch(plan, facts, models_catalog=None):
     """A sentence when the node's GPUs are not those the inventory declares, else None."""
     if not facts.get("driver_available", False):
         return "NVML is not usable on the node: %s" % (facts.get("driver_error") or "unknown reason")
@@ -37,7 +40,7 @@ def hardware_mismatch(plan, facts):
         if gpu.get("error"):
             found.append("GPU %s unreadable (%s)" % (gpu.get("index"), gpu["error"]))
         else:
-            found.append(model_of(gpu) or "%s (%s, not in the catalog)" % (gpu.get("name"), gpu.get("pci_device_id")))
+            found.append(model_of(gpu, models_catalog) or "%s (%s, not in the catalog)" % (gpu.get("name"), gpu.get("pci_device_id")))
     if found != planned:
         return "the inventory declares %s but the node has %s" % (_describe(planned), _describe(found))
     return None

@@ -17,7 +17,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (
     LayoutError, describe_counts, idle_slices, place)
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, sharing
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import Problem
 
 PLAN_FORMAT_VERSION = 1
@@ -68,38 +68,32 @@ class Planner:
             if problems:
                 return None, problems
 
-        resources = self._resources(intent, gpus)
-        mig_resources = [r for r in resources if r.startswith("nvidia.com/mig-")]
-        if intent.strategy == "mig" and intent.mig_strategy == "mixed" and GPU_RESOURCE in resources:
-            mig_resources.append(GPU_RESOURCE)
-        replicas = intent.time_slicing_replicas if intent.strategy == "mig" else intent.replicas
-        if intent.strategy == "mig" and replicas and intent.mig_strategy == "mixed" and not mig_resources:
-            # The plugin refuses a time-slicing config with an empty resource list.
-            return None, [Problem(intent.host, "gpuprov_sharing.time_slicing_replicas",
-                                  "the MIG layout advertises no device to time-slice (no GPU has MIG instances); "
-                                  "remove time_slicing_replicas or give the GPUs MIG instances")]
-        config_name, config = device_plugin.render(
-            intent.strategy, replicas, intent.mig_strategy, mig_resources,
-            intent.mps["provider"] if intent.mps else None)
-        config_problems = device_plugin_schema.problems(config)
-        if config_problems:
-            return None, [Problem(intent.host, "gpuprov_sharing", "the device plugin would reject config %s: %s"
-                                  % (config_name, "; ".join(config_problems)))]
+        # The sharing provider (NVIDIA device plugin or HAMi) owns the advertised resources,
+        # the memory per shared slot, the node labels and its cluster-side config.
+        provider = sharing.provider_for(intent.strategy)
+        parts, provider_problems = provider.plan(intent, gpus)
+        if provider_problems:
+            return None, [Problem(intent.host, field, reason) for field, reason in provider_problems]
 
         plan = {
             "format": PLAN_FORMAT_VERSION,
             "strategy": intent.strategy,
+            "sharing_provider": provider.name,
             "gpu_count": len(gpus),
             "gpus": gpus,
-            "resources": resources,
-            "device_plugin": {"config_name": config_name, "config": config},
-            "labels": {device_plugin.CONFIG_LABEL: config_name},
+            "resources": parts["resources"],
+            "slots": parts["slots"],
+            # None on a node whose provider keeps the NVIDIA device plugin off (HAMi).
+            "device_plugin": parts["device_plugin"],
+            "labels": parts["labels"],
             "mig": self._mig_summary(intent),
             "mps": self._mps(intent),
             "kubelet": dict(intent.kubelet),
         }
+        for key, value in parts.items():
+            plan.setdefault(key, value)  # provider sections, e.g. hami
         plan["actions"] = self._actions(intent, plan)
-        plan["warnings"] = self._warnings(intent, plan)
+        plan["warnings"] = self._warnings(intent, plan) + provider.warnings(intent, plan)
         return plan, []
 
     def _plan_gpu(self, intent, index, model, problems):
@@ -139,32 +133,6 @@ class Planner:
             "idle_compute_slices": model.mig.compute_slices - used_compute,
         }
         return gpu
-
-    @staticmethod
-    def _resources(intent, gpus):
-        resources = {}
-
-        def add(name, count):
-            resources[name] = resources.get(name, 0) + count
-
-        replicas = 1
-        if intent.strategy in ("time-slicing",):
-            replicas = intent.replicas
-        elif intent.strategy == "mps" and intent.mps and intent.mps["provider"] == "device-plugin":
-            replicas = intent.replicas
-        elif intent.strategy == "mig" and intent.time_slicing_replicas:
-            replicas = intent.time_slicing_replicas
-        for gpu in gpus:
-            mig = gpu["mig"]
-            if mig and mig["enabled"]:
-                for inst in mig["instances"]:
-                    if intent.mig_strategy == "single":
-                        add(GPU_RESOURCE, replicas)
-                    else:
-                        add("nvidia.com/mig-" + inst["profile"].replace("+", "."), replicas)
-            else:
-                add(GPU_RESOURCE, replicas)
-        return dict(sorted(resources.items()))
 
     @staticmethod
     def _mig_summary(intent):
@@ -297,8 +265,9 @@ def summarize(plans):
             gpus[gpu["model"]] = gpus.get(gpu["model"], 0) + 1
         for name, count in plan["resources"].items():
             resources[name] = resources.get(name, 0) + count
-        name = plan["device_plugin"]["config_name"]
-        configs[name] = configs.get(name, 0) + 1
+        if plan["device_plugin"] is not None:
+            name = plan["device_plugin"]["config_name"]
+            configs[name] = configs.get(name, 0) + 1
         strategies[plan["strategy"]] = strategies.get(plan["strategy"], 0) + 1
     return {
         "nodes": len(plans),
@@ -314,6 +283,8 @@ def device_plugin_configs(plans):
     """{config name: config} over the fleet; one entry per distinct config."""
     configs = {}
     for plan in plans:
+        if plan["device_plugin"] is None:
+            continue  # a node without the NVIDIA device plugin (HAMi)
         name = plan["device_plugin"]["config_name"]
         config = plan["device_plugin"]["config"]
         if configs.setdefault(name, config) != config:

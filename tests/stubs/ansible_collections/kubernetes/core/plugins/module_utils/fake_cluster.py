@@ -58,3 +58,10 @@ AUTH_ARGS = dict(
     validate_certs=dict(type="bool", aliases=["verify_ssl"]),
     ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
 )
+
+
+def crd_resources(state, name=None):
+    """CustomResourceDefinitions installed in the fake cluster (state["crds"]: names such as
+    servicemonitors.monitoring.coreos.com), as k8s_info lists them; none by default."""
+    return [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+             "metadata": {"name": crd}} for crd in sorted(state.get("crds") or []) if name in (None, crd)]

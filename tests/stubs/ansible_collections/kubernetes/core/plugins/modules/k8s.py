@@ -11,6 +11,35 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
 
 
+def present_configmap(module, definition):
+    """state=present of a v1 ConfigMap: create or replace its data and labels."""
+    if definition.get("kind") != "ConfigMap" or definition.get("apiVersion") != "v1":
+        module.fail_json(msg="fake cluster: state=present is implemented for v1 ConfigMap objects only")
+    metadata = definition.get("metadata") or {}
+    name, namespace = metadata.get("name"), metadata.get("namespace") or module.params.get("namespace")
+    if not name or not namespace:
+        module.fail_json(msg="fake cluster: a ConfigMap needs metadata.name and a namespace")
+    data = definition.get("data") or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        # The API server: ConfigMap data values are strings.
+        module.fail_json(msg="Failed to create object: ConfigMap in version \"v1\" cannot be handled as a ConfigMap: "
+                             "json: cannot unmarshal into Go struct field ConfigMap.data of type string")
+    state = fake_cluster.load(module)
+    if namespace not in state["namespaces"]:
+        module.fail_json(msg='Failed to create object: namespaces "%s" not found' % namespace)
+    configmaps = state.setdefault("configmaps", {})
+    key = "%s/%s" % (namespace, name)
+    before = configmaps.get(key)
+    after = {"labels": dict(metadata.get("labels") or {}), "data": dict(data)}
+    changed = before != after
+    if changed and not module.check_mode:
+        configmaps[key] = after
+        fake_cluster.save(state)
+    result = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace,
+                                                                    "labels": after["labels"]}, "data": after["data"]}
+    module.exit_json(changed=changed, method="update" if before else "create", result=result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -32,8 +61,12 @@ def main():
     )
     fake_cluster.record(module, "kubernetes.core.k8s")
     definition = module.params["definition"]
-    if module.params["state"] != "patched" or not isinstance(definition, dict):
-        module.fail_json(msg="fake cluster: only state=patched with a definition mapping is implemented")
+    if not isinstance(definition, dict):
+        module.fail_json(msg="fake cluster: only a definition mapping is implemented")
+    if module.params["state"] == "present":
+        present_configmap(module, definition)
+    if module.params["state"] != "patched":
+        module.fail_json(msg="fake cluster: only state=patched (Node labels) and state=present (ConfigMap) are implemented")
     if definition.get("kind") != "Node" or definition.get("apiVersion") != "v1":
         module.fail_json(msg="fake cluster: only v1 Node objects are implemented")
     metadata = definition.get("metadata") or {}

@@ -47,6 +47,9 @@ def main():
             resources.append({"apiVersion": "apps/v1", "kind": "DaemonSet",
                               "metadata": {"name": name, "namespace": namespace},
                               "spec": {"template": {"metadata": {"annotations": daemonset.get("podAnnotations") or {}}}}})
+    elif params["kind"] == "CustomResourceDefinition":
+        # A missing CRD is an empty list, not an error (kubernetes.core k8s_info).
+        resources = fake_cluster.crd_resources(state, params["name"])
     else:
         module.fail_json(msg="fake cluster: kind %s is not implemented" % params["kind"])
     module.exit_json(changed=False, resources=resources, api_found=True)

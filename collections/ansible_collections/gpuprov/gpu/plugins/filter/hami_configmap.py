@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: hami_configmap
+version_added: "0.2.0"
+short_description: HAMi's per-node device-plugin config from a fleet plan
+description:
+  - Returns the ConfigMap (key C(config.json)) with one C(nodeconfig) entry per node whose plan
+    uses strategy C(hami); the HAMi chart reads it through
+    C(devicePlugin.nodeConfiguration.externalConfigName).
+author: gpuprov maintainers (@gpuprov)
+options:
+  _input:
+    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
+    type: dict
+    required: true
+  node_names:
+    description: Kubernetes node name per inventory host, where they differ.
+    type: dict
+  namespace:
+    description: Namespace of the ConfigMap (the HAMi release's namespace).
+    type: str
+    default: kube-system
+"""
+
+EXAMPLES = r"""
+- name: Apply HAMi's per-node config
+  kubernetes.core.k8s:
+    state: present
+    definition: "{{ fleet.nodes | gpuprov.gpu.hami_configmap(namespace='kube-system') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: A v1 ConfigMap.
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
+
+
+def hami_configmap(nodes, node_names=None, namespace=hami_cluster.NAMESPACE):
+    if not isinstance(nodes, dict):
+        raise AnsibleFilterError("hami_configmap: the input must be the plan's nodes mapping")
+    nodes, node_names, namespace = cluster.plain_data([nodes, node_names, namespace])
+    try:
+        return hami_cluster.configmap(nodes, node_names, namespace=namespace)
+    except hami_cluster.HamiRenderError as exc:
+        raise AnsibleFilterError("hami_configmap: %s" % "; ".join(exc.problems))
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("hami_configmap: the input is not a gpuprov node plan mapping (%s)" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"hami_configmap": hami_configmap}

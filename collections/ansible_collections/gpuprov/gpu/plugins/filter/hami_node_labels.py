@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: hami_node_labels
+version_added: "0.2.0"
+short_description: gpu=on node label patches for HAMi nodes
+description:
+  - One partial Node object per planned node; HAMi nodes get C(gpu=on) (HAMi's plugin node
+    selector), every other planned node C(gpu=null), which a JSON merge patch removes.
+author: gpuprov maintainers (@gpuprov)
+options:
+  _input:
+    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
+    type: dict
+    required: true
+  node_names:
+    description: Kubernetes node name per inventory host, where they differ.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Label HAMi nodes
+  kubernetes.core.k8s:
+    state: patched
+    merge_type: merge
+    definition: "{{ item }}"
+  loop: "{{ fleet.nodes | gpuprov.gpu.hami_node_labels }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Partial Node objects, sorted by host.
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
+
+
+def hami_node_labels(nodes, node_names=None):
+    if not isinstance(nodes, dict):
+        raise AnsibleFilterError("hami_node_labels: the input must be the plan's nodes mapping")
+    nodes, node_names = cluster.plain_data([nodes, node_names])
+    try:
+        return hami_cluster.label_patches(nodes, node_names)
+    except hami_cluster.HamiRenderError as exc:
+        raise AnsibleFilterError("hami_node_labels: %s" % "; ".join(exc.problems))
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("hami_node_labels: the input is not a gpuprov node plan mapping (%s)" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"hami_node_labels": hami_node_labels}

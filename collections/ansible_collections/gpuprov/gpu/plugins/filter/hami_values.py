@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: hami_values
+version_added: "0.2.0"
+short_description: Values for the HAMi chart from a fleet plan
+description:
+  - Cluster defaults (split count, memory and core scaling most HAMi nodes use), the per-node
+    ConfigMap by name, and a digest of the per-node config as a device-plugin pod annotation so
+    that a config change rolls HAMi's DaemonSet.
+author: gpuprov maintainers (@gpuprov)
+options:
+  _input:
+    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
+    type: dict
+    required: true
+  node_names:
+    description: Kubernetes node name per inventory host, where they differ.
+    type: dict
+  runtime_class_name:
+    description: C(devicePlugin.runtimeClassName), for clusters where nvidia is not the default runtime.
+    type: str
+  extra_values:
+    description: Values merged over the rendered ones.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Render HAMi's values
+  ansible.builtin.set_fact:
+    hami_values: "{{ fleet.nodes | gpuprov.gpu.hami_values(runtime_class_name='nvidia') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Helm values for the hami chart.
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
+
+
+def hami_values(nodes, node_names=None, runtime_class_name=None, extra_values=None):
+    if not isinstance(nodes, dict):
+        raise AnsibleFilterError("hami_values: the input must be the plan's nodes mapping")
+    nodes, node_names, runtime_class_name, extra_values = cluster.plain_data([nodes, node_names, runtime_class_name, extra_values])
+    try:
+        return hami_cluster.values(nodes, node_names, runtime_class_name=runtime_class_name, extra_values=extra_values)
+    except hami_cluster.HamiRenderError as exc:
+        raise AnsibleFilterError("hami_values: %s" % "; ".join(exc.problems))
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("hami_values: the input is not a gpuprov node plan mapping (%s)" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"hami_values": hami_values}
