@@ -56,6 +56,7 @@ def _trusted(value):
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("gpu_facts", "fail_on_mismatch", "read_node", "sysfs_root", "kubelet_config_path",
+                             "kubelet_config_dir", "kubelet_service",
                              "mps", "mig_restore"))
     # Planning alone needs no connection; read_node uses the task's connection like any module.
     _requires_connection = False
@@ -157,8 +158,9 @@ class ActionModule(ActionBase):
         module_args = {"sysfs_root": args.get("sysfs_root") or "/sys"}
         settings = node_state.kubelet_settings(plan)
         if settings:
-            module_args["kubelet"] = {"path": args.get("kubelet_config_path") or "/var/lib/kubelet/config.yaml",
-                                      "settings": settings}
+            module_args["kubelet"] = {"path": args.get("kubelet_config_path"), "settings": settings,
+                                      "service": args.get("kubelet_service") or "kubelet.service",
+                                      "config_dir": args.get("kubelet_config_dir")}
         mps = dict(args.get("mps") or {})
         mps_args = node_state.mps_args(plan, mps.get("service", "gpuprov-mps.service"),
                                        mps.get("pipe_directory", "/tmp/nvidia-mps"),

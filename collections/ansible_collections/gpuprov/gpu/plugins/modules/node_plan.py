@@ -70,9 +70,17 @@ options:
     type: path
     default: /sys
   kubelet_config_path:
-    description: The node's kubelet config file, with O(read_node).
+    description:
+      - The node's kubelet config file, with O(read_node). Default, the C(--config) of the
+        kubelet's unit, else C(/var/lib/kubelet/config.yaml).
     type: path
-    default: /var/lib/kubelet/config.yaml
+  kubelet_config_dir:
+    description: The kubelet's drop-in directory, with O(read_node), when not the one of its unit.
+    type: path
+  kubelet_service:
+    description: The kubelet's systemd unit, with O(read_node).
+    type: str
+    default: kubelet.service
   mps:
     description:
       - Where the host MPS daemon lives, with O(read_node), when the plan has host MPS.

@@ -52,9 +52,20 @@ options:
     type: dict
     suboptions:
       path:
-        description: The kubelet config file.
+        description:
+          - The kubelet config file. Default, the C(--config) of the kubelet's unit, else
+            C(/var/lib/kubelet/config.yaml).
         type: path
-        default: /var/lib/kubelet/config.yaml
+      service:
+        description:
+          - The kubelet's systemd unit; its unit file, drop-ins and environment files say
+            which config file and drop-in directory the kubelet reads (as
+            M(gpuprov.gpu.kubelet_launch) finds them).
+        type: str
+        default: kubelet.service
+      config_dir:
+        description: The kubelet's drop-in directory, when not the one of its unit.
+        type: path
       settings:
         description:
           - The managed settings, with the option names of M(gpuprov.gpu.kubelet_config)
@@ -169,7 +180,7 @@ mig_restore:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.gpu_info import gather
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import DEFAULT_CONFIG_PATH, HAS_YAML
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import HAS_YAML
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import (
     DEFAULT_LOG_DIRECTORY,
     DEFAULT_PIPE_DIRECTORY,
@@ -189,7 +200,9 @@ def argument_spec():
     return dict(
         sysfs_root=dict(type="path", default="/sys"),
         kubelet=dict(type="dict", options=dict(
-            path=dict(type="path", default=DEFAULT_CONFIG_PATH),
+            path=dict(type="path"),
+            service=dict(type="str", default="kubelet.service"),
+            config_dir=dict(type="path"),
             settings=dict(type="dict", required=True),
         )),
         mps=dict(type="dict", options=dict(
@@ -223,7 +236,12 @@ def main():
     kubelet = params["kubelet"]
     if kubelet is not None:
         if HAS_YAML:
-            result["kubelet"] = read_kubelet(kubelet["path"], kubelet["settings"], params["sysfs_root"])
+            service = kubelet["service"]
+            if "/" in service or not service:
+                module.fail_json(msg="kubelet.service: %r is not a unit name" % service)
+            result["kubelet"] = read_kubelet(kubelet["path"], kubelet["settings"], params["sysfs_root"],
+                                             service if "." in service else service + ".service",
+                                             config_dir=kubelet["config_dir"])
         else:
             result["kubelet"] = {"changed_keys": [], "error": "PyYAML is not installed on the node"}
 

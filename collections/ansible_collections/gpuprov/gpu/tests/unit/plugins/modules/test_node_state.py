@@ -192,3 +192,41 @@ def test_a_planted_link_is_described_not_followed(restore_node, run_module, tmp_
     restore = read["mig_restore"]
     assert restore["files"][0]["islnk"] is True and restore["files"][0]["checksum"] is None
     assert restore["state_text"] is None  # a link is not the state file gpuprov wrote
+
+
+def kubelet_unit(root, exec_start):
+    unit_dir = root / "etc" / "systemd" / "system"
+    unit_dir.mkdir(parents=True)
+    (unit_dir / "kubelet.service").write_text("[Service]\nExecStart=%s\n" % exec_start)
+
+
+def test_kubelet_read_follows_the_units_config_like_the_role(tmp_path):
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.node_state import read_kubelet
+
+    root = tmp_path / "root"
+    (root / "etc" / "kubernetes").mkdir(parents=True)
+    with open(FIXTURE) as handle:
+        (root / "etc" / "kubernetes" / "kubelet.yaml").write_text(handle.read())
+    sysfs = str(tmp_path / "sys")
+    build_sysfs(sysfs, numa_nodes=2, cores_per_node=4, smt=True)
+    kubelet_unit(root, "/usr/bin/kubelet --config=/etc/kubernetes/kubelet.yaml")
+
+    found = read_kubelet(None, NUMA, sysfs, root=str(root))
+    assert found["error"] is None and "cpuManagerPolicy" in found["changed_keys"]
+    # A path the kubelet does not read is an error, as the role's "Refuse a config path" task.
+    other = read_kubelet("/var/lib/kubelet/config.yaml", NUMA, sysfs, root=str(root))
+    assert other["error"] == "the kubelet runs with --config=%s, not /var/lib/kubelet/config.yaml" % (
+        root / "etc" / "kubernetes" / "kubelet.yaml")
+
+
+def test_a_flag_overriding_a_managed_key_is_an_error_not_in_sync(tmp_path):
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.node_state import read_kubelet
+
+    root = tmp_path / "root"
+    config, sysfs = kubelet_node(tmp_path)
+    kubelet_unit(root, "/usr/bin/kubelet --config=%s --cpu-manager-policy=none" % config)
+
+    found = read_kubelet(config, NUMA, sysfs, root=str(root))
+
+    assert found["changed_keys"] == [] and "overrides keys gpuprov manages" in found["error"]
+    assert "cpuManagerPolicy" in found["error"]
