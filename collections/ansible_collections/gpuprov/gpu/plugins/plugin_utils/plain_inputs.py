@@ -28,6 +28,9 @@ MIG_NAMES = {
     "config_file": "gpu_mig_config_file",
 }
 NODE_KEYS = ("name", "gpu_model", "gpu_count", "gpus", "sharing", "mig_config_file")
+# A node config's keys and the inventory variables they stand for.
+_NODE_VARS = (("gpu_model", "gpuprov_gpu_model"), ("gpu_count", "gpuprov_gpu_count"), ("gpus", "gpuprov_gpus"),
+              ("sharing", "gpuprov_sharing"), ("mig_config_file", "gpuprov_mig_config_file"))
 
 _PLANNER = Planner()
 
@@ -133,15 +136,8 @@ def plan_nodes(nodes, var_name):
             lines.append("%s.name: node %s is listed twice" % (field, name))
             continue
         seen.add(name)
-        hostvars = {}
-        for key, var in (("gpu_model", "gpuprov_gpu_model"), ("gpu_count", "gpuprov_gpu_count"),
-                         ("gpus", "gpuprov_gpus"), ("sharing", "gpuprov_sharing"),
-                         ("mig_config_file", "gpuprov_mig_config_file")):
-            if key in node:
-                hostvars[var] = node[key]
-        renames_by_host[name] = dict((var, "%s.%s" % (field, key)) for key, var in (
-            ("gpu_model", "gpuprov_gpu_model"), ("gpu_count", "gpuprov_gpu_count"), ("gpus", "gpuprov_gpus"),
-            ("sharing", "gpuprov_sharing"), ("mig_config_file", "gpuprov_mig_config_file")))
+        hostvars = dict((var, node[key]) for key, var in _NODE_VARS if key in node)
+        renames_by_host[name] = dict((var, "%s.%s" % (field, key)) for key, var in _NODE_VARS)
         intent, problems = parse_intent(name, hostvars)
         if intent is None:
             lines.extend(_problem_lines(problems, renames_by_host[name]))
@@ -151,5 +147,5 @@ def plan_nodes(nodes, var_name):
         return None, lines
     result, problems = plan_fleet(intents)
     if problems:
-        return None, ["%s" % line for p in problems for line in _problem_lines([p], renames_by_host[p.host])]
+        return None, [line for p in problems for line in _problem_lines([p], renames_by_host[p.host])]
     return {"nodes": result["nodes"], "device_plugin_configs": result["device_plugin_configs"]}, []
