@@ -66,7 +66,7 @@ options:
     type: str
   config_file:
     description:
-      - A mig-parted config file (C(version: v1), C(mig-configs:)) on the controller. A
+      - A mig-parted config file (C(version) v1 with C(mig-configs)) on the controller. A
         relative path is looked up like the C(src) of M(ansible.builtin.copy) (the role's and
         the playbook's C(files/) folders, then the playbook's folder).
     type: path
