@@ -19,7 +19,9 @@ COMMANDS = {
     "export": "gpuprov.cmd_export:export",
     "fit": "gpuprov.cmd_fit:fit",
     "plan": "gpuprov.cmd_plan:plan",
+    "pool": "gpuprov.cmd_pool:pool",
     "status": "gpuprov.cmd_status:status",
+    "top": "gpuprov.cmd_top:top",
 }
 
 

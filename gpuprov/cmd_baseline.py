@@ -1,62 +1,36 @@
-"""`gpuprov baseline`: record GPU utilisation on the nodes and summarise it."""
+"""`gpuprov baseline`: record GPU utilisation on the nodes and summarise it.
+
+`record` samples for a fixed time while the command waits; `start` / `collect` / `stop`
+leave a systemd unit sampling on each node for as long as it takes (a week before a change),
+independent of the controller. Every playbook runs through gpuprov.runner, as apply and
+status do, and the per-node outcome comes from the progress callback's JSON summary.
+"""
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 import click
 
 from gpuprov import diagnose as diag
+from gpuprov import render
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
-from gpuprov.runner import ansible_command
+from gpuprov.runner import run_playbook
 
 SCHEMA = "gpuprov.baseline/v1"
 # Resolved by Ansible like gpuprov apply's site playbook: the repository's collection
 # (ansible.cfg collections_path) or the installed one.
 PLAYBOOK = "gpuprov.gpu.baseline"
+START_PLAYBOOK = "gpuprov.gpu.baseline_start"
+COLLECT_PLAYBOOK = "gpuprov.gpu.baseline_collect"
+STOP_PLAYBOOK = "gpuprov.gpu.baseline_stop"
+SAFE_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 # ansible-playbook's exit codes (lib/ansible/cli/__init__.py): 2 host failed, 4 unreachable.
 _ANSIBLE_RC = {1: "error", 2: "one or more hosts failed", 3: "one or more hosts unreachable",
                4: "one or more hosts unreachable", 5: "bad options", 8: "ansible-playbook crashed",
                99: "interrupted", 250: "unexpected error"}
-
-
-def build_argv(executable, playbook, inventory, dest, duration, interval, limit=None):
-    """The ansible-playbook command line, as an argv list (never a shell string)."""
-    argv = [executable, "-i", inventory]
-    if limit:
-        argv += ["-l", limit]
-    extra = {"gpuprov_baseline_duration": duration, "gpuprov_baseline_interval": interval,
-             "gpuprov_baseline_dest": dest}
-    # JSON extra vars keep their types and need no quoting.
-    argv += ["-e", json.dumps(extra, sort_keys=True), playbook]
-    return argv
-
-
-def run_playbook(argv, duration, log_path):
-    """Run ansible-playbook with a progress bar over the recording time; returns its exit code."""
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        started = time.monotonic()
-        try:
-            with click.progressbar(length=duration, label="Recording GPU utilisation", file=sys.stderr,
-                                   show_eta=True) as bar:
-                shown = 0
-                while process.poll() is None and shown < duration:
-                    time.sleep(0.5)
-                    elapsed = min(int(time.monotonic() - started), duration)
-                    bar.update(elapsed - shown)
-                    shown = elapsed
-            if process.poll() is None:
-                click.echo("Fetching the samples...", err=True)
-            return process.wait()
-        except KeyboardInterrupt:
-            process.terminate()
-            process.wait()
-            raise
 
 
 def read_samples(dest):
@@ -73,18 +47,11 @@ def read_samples(dest):
     return samples
 
 
-_RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(?P<unreachable>\d+)\s+"
-                         r"failed=(?P<failed>\d+)")
-
-
-def failed_hosts(ansible_output):
-    """Hosts the PLAY RECAP of ansible-playbook's default output lists as failed or unreachable."""
-    hosts = []
-    for line in ansible_output.splitlines():
-        match = _RECAP_LINE.match(line.strip())
-        if match and (int(match.group("unreachable")) or int(match.group("failed"))):
-            hosts.append(match.group("host"))
-    return sorted(set(hosts))
+def failed_hosts(summary):
+    """Hosts the progress callback's summary marks failed or unreachable, with why."""
+    return {host: node.get("failed") or node.get("status")
+            for host, node in sorted(((summary or {}).get("nodes") or {}).items())
+            if node.get("status") in ("failed", "unreachable")}
 
 
 def summarise_baseline(samples_by_node):
@@ -113,27 +80,60 @@ def render_table(summary):
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [headers] + rows]
     if not rows:
         lines.append("(no samples)")
-    if summary["failed_hosts"]:
-        lines.append("No samples from: %s (failed or unreachable)" % ", ".join(summary["failed_hosts"]))
+    for host, why in summary["failed_hosts"].items():
+        lines.append("No samples from %s: %s" % (host, why))
     if summary["out"]:
         lines.append("CSV files: %s (use with `gpuprov diagnose --gpu-data %s`)"
                      % (os.path.join(summary["out"], "utilization"), summary["out"]))
     return "\n".join(lines)
 
 
-@click.command("baseline")
-@click.option("-i", "--inventory", required=True, metavar="INVENTORY", help="Ansible inventory of the GPU nodes.")
-@click.option("-l", "--limit", metavar="PATTERN", help="Only these hosts or groups (ansible-playbook -l).")
+def _check_inventory(inventory, problems):
+    if not os.path.exists(inventory) and "," not in inventory:
+        problems.append("%s: inventory not found; give a file or folder, or a comma-separated host list" % inventory)
+
+
+def _explain_rc(rc, summary):
+    if rc != 0:
+        click.echo("gpuprov baseline: ansible-playbook exited %d (%s)" % (rc, _ANSIBLE_RC.get(rc, "failed")), err=True)
+        if not (summary or {}).get("nodes"):
+            click.echo("gpuprov baseline: no node was reached; see Ansible's output above", err=True)
+
+
+inventory_option = click.option("-i", "--inventory", required=True, metavar="INVENTORY",
+                                help="Ansible inventory of the GPU nodes.")
+limit_option = click.option("-l", "--limit", metavar="PATTERN", help="Only these hosts or groups (ansible-playbook -l).")
+output_option = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
+                             show_default=True)
+
+
+@click.group("baseline")
+def baseline():
+    """Record GPU utilisation on the nodes, for minutes (record) or for days (start,
+    collect, stop), and summarise it per node and GPU.
+
+    \b
+      gpuprov baseline record -i INV --duration 300       sample now, wait, summarise
+      gpuprov baseline start -i INV --interval 5s          a unit on each node samples
+      gpuprov baseline collect -i INV --out DIR            fetch what it has so far
+      gpuprov baseline stop -i INV                         remove the unit
+      gpuprov diagnose --snapshot DIR                      (with kubectl's nodes/pods/events)
+    """
+
+
+@baseline.command("record")
+@inventory_option
+@limit_option
 @click.option("--duration", required=True, type=click.IntRange(1, 86400), metavar="SECONDS",
               help="How long to record.")
 @click.option("--interval", default=1, show_default=True, type=click.IntRange(1, 3600), metavar="SECONDS",
               help="Seconds between samples (nvidia-smi -l).")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option
 @click.option("--out", "out_dir", metavar="DIR",
-              help="Keep the CSV files here as DIR/utilization/<host>.csv (and ansible.log); by default "
-                   "they are deleted after the summary.")
-def baseline(inventory, limit, duration, interval, output, out_dir):
-    """Record GPU utilisation on the nodes and summarise it per node and GPU.
+              help="Keep the CSV files here as DIR/utilization/<host>.csv; by default they are deleted "
+                   "after the summary.")
+def record(inventory, limit, duration, interval, output, out_dir):
+    """Record GPU utilisation for a while and summarise it per node and GPU.
 
     Runs the collection's playbook gpuprov.gpu.baseline (nvidia-smi --query-gpu=...
     -l INTERVAL under `timeout DURATION` on every host), fetches each host's CSV, then
@@ -146,26 +146,19 @@ def baseline(inventory, limit, duration, interval, output, out_dir):
     host (the summary covers the others), 2 bad input.
     """
     problems = []
-    if not os.path.exists(inventory) and "," not in inventory:
-        problems.append("%s: inventory not found; give a file or folder, or a comma-separated host list" % inventory)
+    _check_inventory(inventory, problems)
     if interval > duration:
         problems.append("--interval %d is longer than --duration %d: no sample would be taken" % (interval, duration))
     if out_dir and os.path.exists(out_dir) and not os.path.isdir(out_dir):
         problems.append("%s: --out must be a folder" % out_dir)
     if problems:
         fail_bad_input(problems, header="gpuprov baseline: cannot start:")
-    try:
-        executable = ansible_command("ansible-playbook")
-    except FileNotFoundError as error:
-        click.echo("gpuprov baseline: %s" % error, err=True)
-        raise SystemExit(EXIT_FAILED) from None
-
     dest = os.path.abspath(out_dir) if out_dir else tempfile.mkdtemp(prefix="gpuprov-baseline-")
     os.makedirs(dest, exist_ok=True)
     try:
-        log_path = os.path.join(dest, "ansible.log")
-        argv = build_argv(executable, PLAYBOOK, inventory, dest, duration, interval, limit)
-        rc = run_playbook(argv, duration, log_path)
+        extra = {"gpuprov_baseline_duration": duration, "gpuprov_baseline_interval": interval,
+                 "gpuprov_baseline_dest": dest}
+        rc, run_summary = _run_with_extra(PLAYBOOK, inventory, limit, extra, (), output)
         try:
             samples = read_samples(dest)
         except diag.SnapshotError as error:
@@ -175,15 +168,8 @@ def baseline(inventory, limit, duration, interval, output, out_dir):
             raise SystemExit(EXIT_FAILED) from None
         summary = {"schema": SCHEMA, "duration_s": duration, "interval_s": interval,
                    "out": dest if out_dir else None, "nodes": summarise_baseline(samples),
-                   "failed_hosts": [], "ansible_rc": rc}
-        if rc != 0:
-            with open(log_path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-            click.echo("gpuprov baseline: ansible-playbook exited %d (%s); its last lines:"
-                       % (rc, _ANSIBLE_RC.get(rc, "failed")), err=True)
-            for line in text.splitlines()[-25:]:
-                click.echo("  " + line, err=True)
-            summary["failed_hosts"] = failed_hosts(text)
+                   "failed_hosts": failed_hosts(run_summary), "ansible_rc": rc}
+        _explain_rc(rc, run_summary)
         if output == "json":
             click.echo(json.dumps(summary, indent=2))
         else:
@@ -193,3 +179,184 @@ def baseline(inventory, limit, duration, interval, output, out_dir):
     finally:
         if not out_dir:
             shutil.rmtree(dest, ignore_errors=True)
+
+
+def parse_interval(text):
+    """'5s', '2m', '5' -> seconds (1..3600); ValueError otherwise."""
+    value = str(text).strip()
+    units = {"s": 1, "m": 60}
+    factor = units.get(value[-1:], None)
+    number = value[:-1] if factor else value
+    if not number.isdigit() or not 1 <= int(number) * (factor or 1) <= 3600:
+        raise ValueError("%r: use whole seconds or minutes from 1s to 60m (for example 5s, 1m)" % text)
+    return int(number) * (factor or 1)
+
+
+def node_results(hosts, summary, rc):
+    """{host: {"status", "message"}} from the progress callback's summary."""
+    nodes = (summary or {}).get("nodes") or {}
+    results = {}
+    for host in sorted(set(hosts) | set(nodes)):
+        node = nodes.get(host)
+        if node is None:
+            results[host] = {"status": "not run", "message": "ansible-playbook exited %d before this node ran" % rc}
+        else:
+            results[host] = {"status": node["status"], "message": node.get("failed") or "; ".join(node["changed"])}
+    return results
+
+
+def _print_nodes(results, output, extra=None):
+    if output == "json":
+        click.echo(json.dumps(dict(extra or {}, nodes=results), indent=2))
+        return
+    click.echo(render.table(["NODE", "STATUS", "WHAT"], [[host, r["status"], r["message"] or "-"]
+                                                          for host, r in results.items()]))
+
+
+@baseline.command("start")
+@inventory_option
+@limit_option
+@click.option("--interval", default="5s", show_default=True, metavar="DURATION",
+              help="Time between samples: whole seconds or minutes, 1s..60m.")
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
+              help="Passed to ansible-playbook -e (e.g. gpuprov_baseline_dir). Repeatable.")
+@output_option
+def start(inventory, limit, interval, extra_vars, output):
+    """Install and start gpuprov-baseline.service on every node: it appends one sample
+    per GPU every INTERVAL to /var/lib/gpuprov/baseline/samples.csv (rotated, 8 x 64 MiB
+    at most) until `gpuprov baseline stop`. Sampling goes on when this command ends, the
+    controller disconnects or the node reboots. Running it again with another interval
+    restarts the unit with it.
+
+    Exit status: 0 started everywhere, 1 a node failed or was unreachable, 2 bad input.
+    """
+    problems = []
+    _check_inventory(inventory, problems)
+    try:
+        seconds = parse_interval(interval)
+    except ValueError as error:
+        problems.append("--interval: %s" % error)
+    if problems:
+        fail_bad_input(problems, header="gpuprov baseline start: cannot start:")
+    rc, summary = _run_with_extra(START_PLAYBOOK, inventory, limit, {"gpuprov_baseline_interval": seconds},
+                                  extra_vars, output)
+    results = node_results([], summary, rc)
+    _explain_rc(rc, summary)
+    _print_nodes(results, output, {"interval_s": seconds})
+    if rc != 0 or any(r["status"] not in ("changed", "unchanged") for r in results.values()):
+        raise SystemExit(EXIT_FAILED)
+
+
+def _run_with_extra(playbook, inventory, limit, variables, extra_vars, output):
+    args = []
+    for item in extra_vars:
+        args += ["-e", item]
+    try:
+        return run_playbook(playbook, [inventory], limit=limit, extra_vars=variables, extra_args=args,
+                            stdout=sys.stderr if output == "json" else None)
+    except FileNotFoundError as error:
+        click.echo("gpuprov baseline: %s" % error, err=True)
+        raise SystemExit(EXIT_FAILED) from None
+
+
+@baseline.command("stop")
+@inventory_option
+@limit_option
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
+              help="Passed to ansible-playbook -e. Repeatable.")
+@output_option
+def stop(inventory, limit, extra_vars, output):
+    """Stop gpuprov-baseline.service and remove it and its sampler from every node. The
+    samples stay on the node until collected (gpuprov_baseline_remove_samples=true removes
+    them too).
+
+    Exit status: 0 removed everywhere, 1 a node failed or was unreachable, 2 bad input.
+    """
+    problems = []
+    _check_inventory(inventory, problems)
+    if problems:
+        fail_bad_input(problems, header="gpuprov baseline stop: cannot start:")
+    rc, summary = _run_with_extra(STOP_PLAYBOOK, inventory, limit, {}, extra_vars, output)
+    results = node_results([], summary, rc)
+    _explain_rc(rc, summary)
+    _print_nodes(results, output)
+    if rc != 0 or any(r["status"] not in ("changed", "unchanged") for r in results.values()):
+        raise SystemExit(EXIT_FAILED)
+
+
+def join_rotated(raw_dir):
+    """The text of samples.csv.N ... samples.csv.1, samples.csv (oldest first) and their names."""
+    names = [name for name in os.listdir(raw_dir) if name == "samples.csv" or
+             (name.startswith("samples.csv.") and name[len("samples.csv."):].isdigit())]
+    names.sort(key=lambda name: -int(name.rsplit(".", 1)[1]) if name != "samples.csv" else 0)
+    parts = []
+    for name in names:
+        with open(os.path.join(raw_dir, name), encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+        if parts and parts[-1] and not parts[-1].endswith("\n"):
+            parts[-1] += "\n"
+        parts.append(text)
+    return "".join(parts), names
+
+
+@baseline.command("collect")
+@inventory_option
+@limit_option
+@click.option("--out", "out_dir", required=True, metavar="DIR",
+              help="Snapshot folder: writes DIR/utilization/<node>.csv and DIR/facts/<node>.json.")
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
+              help="Passed to ansible-playbook -e (e.g. gpuprov_baseline_dir). Repeatable.")
+@output_option
+def collect(inventory, limit, out_dir, extra_vars, output):
+    """Fetch what gpuprov-baseline.service has recorded so far, and each node's GPU facts,
+    into the snapshot folder DIR that `gpuprov diagnose --snapshot DIR` reads (add
+    nodes.json, pods.json and events.json with kubectl) or `--gpu-data DIR` in live mode.
+    Sampling goes on. A last row cut off mid-line is kept out, with a note.
+
+    Exit status: 0 every node collected, 1 a node failed, was unreachable or had no samples,
+    2 bad input.
+    """
+    problems = []
+    _check_inventory(inventory, problems)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        problems.append("%s: --out must be a folder" % out_dir)
+    if problems:
+        fail_bad_input(problems, header="gpuprov baseline collect: cannot start:")
+    dest = os.path.abspath(out_dir)
+    for sub in ("raw", "facts", "utilization"):
+        os.makedirs(os.path.join(dest, sub), exist_ok=True)
+    rc, summary = _run_with_extra(COLLECT_PLAYBOOK, inventory, limit, {"gpuprov_baseline_dest": dest},
+                                  extra_vars, output)
+    results = node_results([], summary, rc)
+    for host, result in results.items():
+        if not SAFE_HOST.match(host):
+            # The name becomes a file name: refuse what could leave DIR or hide a file.
+            result.update(status="bad name", message="inventory name %r cannot name a file; rename the host" % host)
+            continue
+        raw = os.path.join(dest, "raw", host)
+        if result["status"] not in ("changed", "unchanged") or not os.path.isdir(raw):
+            continue
+        text, names = join_rotated(raw)
+        path = os.path.join(dest, "utilization", host + ".csv")
+        with open(path + ".tmp", "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(path + ".tmp", path)
+        notes = []
+        try:
+            samples = diag.parse_utilization_csv(text, "utilization/%s.csv" % host, notes=notes)
+        except diag.SnapshotError as error:
+            result.update(status="unreadable", message="; ".join(error.problems[:3]))
+            continue
+        stamps = [sample.timestamp for sample in samples]
+        result.update(files=names, samples=len(samples), first=min(stamps) if stamps else None,
+                      last=max(stamps) if stamps else None, notes=notes,
+                      message="%d samples, %s .. %s%s" % (len(samples), min(stamps) if stamps else "-",
+                                                         max(stamps) if stamps else "-",
+                                                         "; " + "; ".join(notes) if notes else ""))
+    _explain_rc(rc, summary)
+    _print_nodes(results, output, {"out": dest})
+    if output != "json":
+        click.echo("Snapshot: %s (add nodes.json, pods.json, events.json from kubectl, then "
+                   "`gpuprov diagnose --snapshot %s`)" % (dest, dest))
+    if rc != 0 or any(r["status"] not in ("changed", "unchanged") for r in results.values()):
+        raise SystemExit(EXIT_FAILED)

@@ -2,10 +2,12 @@
 import json
 import os
 import re
+import tempfile
 
 import click
 
 from gpuprov import diagnose as diag
+from gpuprov.diagnose import html_report, prometheus
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 
@@ -42,6 +44,42 @@ def fetch_cluster(kubeconfig=None, context=None):
                            % (" (context %s)" % context if context else "",
                               "HTTP %s " % status if status else "", reason)) from None
     return tuple(api_client.sanitize_for_serialization(doc) for doc in documents)
+
+
+def add_prometheus(snapshot, url, since_seconds):
+    """Utilisation of every GPU and MIG instance from dcgm-exporter's series in Prometheus.
+
+    It replaces utilization/<node>.csv for the nodes Prometheus knows (one source per node:
+    DCGM's SM activity and nvidia-smi's utilization.gpu are different measures).
+    """
+    data = prometheus.read(prometheus.Client(url), since_seconds)
+    samples, notes = prometheus.to_samples(data, {node.name for node in snapshot.nodes})
+    replaced = sorted(node for node in samples if snapshot.utilization.get(node))
+    if replaced:
+        notes.append("Prometheus replaces the nvidia-smi samples of %s" % ", ".join(replaced))
+    snapshot.utilization.update(samples)
+    if not data["devices"]:
+        notes.append("Prometheus %s holds no DCGM series for the last %ds: is dcgm-exporter scraped?"
+                     % (url, since_seconds))
+    snapshot.notes.extend(data["notes"] + notes)
+    snapshot.notes = [note for note in snapshot.notes if not note.startswith("live mode reads no GPU")]
+    return data
+
+
+def write_report(path, text):
+    """Atomically (temp file in the same folder, then rename): a reader never sees half a page,
+    and a link planted at the temp name is not followed (O_EXCL)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".gpuprov-report-", suffix=".html", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def load_live(kubeconfig, context, gpu_data):
@@ -208,13 +246,21 @@ def render_table(report):
                                                   "(default $KUBECONFIG or ~/.kube/config).")
 @click.option("--context", metavar="NAME", help="Live mode: kubeconfig context to use.")
 @click.option("--gpu-data", metavar="DIR",
-              help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline "
+              help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline collect "
                    "--out DIR`); in live mode the only source of GPU figures.")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="table for people, json for tools (schema gpuprov.diagnose/v1).")
+@click.option("--prometheus", "prometheus_url", metavar="URL",
+              help="Read GPU and MIG-instance activity from dcgm-exporter's metrics in this Prometheus "
+                   "(e.g. http://prometheus:9090).")
+@click.option("--since", default="7d", show_default=True, metavar="DURATION",
+              help="With --prometheus: how far back to read (30m, 12h, 7d, 2w).")
+@click.option("--report", "report_path", metavar="FILE.html",
+              help="Also write one self-contained HTML page: per node SM activity and memory over time for "
+                   "every GPU, the allocation picture, the findings and remedies.")
 @click.option("--max-replicas", type=click.IntRange(2, 64), default=diag.DEFAULT_MAX_REPLICAS, show_default=True,
               help="Largest time-slicing replica count to suggest.")
-def diagnose(snapshot_dir, kubeconfig, context, gpu_data, output, max_replicas):
+def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since, report_path, output, max_replicas):
     """Explain why pods stay Pending while GPUs look idle, and what would fix it.
 
     Checks run in this order, and each node and Pending GPU pod is reported under the
@@ -239,19 +285,37 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, output, max_replicas):
       kubectl get events -A -o json > DIR/events.json
       gpuprov diagnose --snapshot DIR
     Optional, for the memory and application checks: DIR/facts/<node>.json (gpu_facts
-    output) and DIR/utilization/<node>.csv (`gpuprov baseline --out DIR` writes them).
+    output) and DIR/utilization/<node>.csv (`gpuprov baseline record|collect --out DIR` writes them).
     A check that lacks its input is reported as not run, with the reason.
 
     Live mode (without --snapshot) reads nodes, pods and events through the kubernetes
     Python client (`pip install 'gpuprov[cluster]'`). It does not gather GPU facts or
     utilisation itself: pass them with --gpu-data DIR.
 
-    Exit status: 0 report produced (whatever it finds), 1 the cluster could not be read,
-    2 bad or missing input (the message names the file and field).
+    With --prometheus URL, GPU activity comes from dcgm-exporter's series over the last
+    --since (range queries, per GPU and per MIG instance joined on UUID + GPU_I_ID, pods
+    where the exporter maps them; old and new metric names). SM activity is
+    DCGM_FI_PROF_SM_ACTIVE, and the memory check also catches memory-bandwidth-bound work:
+    DRAM_ACTIVE >= 50% while SM_ACTIVE < 50%.
+
+    Exit status: 0 report produced (whatever it finds), 1 the cluster or Prometheus could
+    not be read, 2 bad or missing input (the message names the file and field).
     """
+    problems = []
     if snapshot_dir and (kubeconfig or context):
-        fail_bad_input(["--snapshot reads a saved snapshot; --kubeconfig/--context read a live cluster: "
-                        "give one or the other"])
+        problems.append("--snapshot reads a saved snapshot; --kubeconfig/--context read a live cluster: "
+                        "give one or the other")
+    since_seconds = None
+    if prometheus_url:
+        try:
+            prometheus.check_url(prometheus_url)
+            since_seconds = prometheus.parse_duration(since)
+        except ValueError as error:
+            problems.append("--prometheus/--since: %s" % error)
+    if report_path and (os.path.isdir(report_path) or not os.path.isdir(os.path.dirname(os.path.abspath(report_path)))):
+        problems.append("--report %s: give a file in an existing folder" % report_path)
+    if problems:
+        fail_bad_input(problems)
     try:
         if snapshot_dir:
             snapshot = diag.load_snapshot(snapshot_dir)
@@ -259,13 +323,19 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, output, max_replicas):
                 _add_gpu_data(snapshot, gpu_data)
         else:
             snapshot = load_live(kubeconfig, context, gpu_data)
+        if prometheus_url:
+            add_prometheus(snapshot, prometheus_url, since_seconds)
         report = diag.diagnose(snapshot, max_replicas=max_replicas)
     except diag.SnapshotError as error:
         fail_bad_input(error.problems, header="gpuprov diagnose: cannot use this input:")
-    except ClusterError as error:
+    except (ClusterError, prometheus.PrometheusError) as error:
         click.echo("gpuprov diagnose: %s" % error, err=True)
         raise SystemExit(EXIT_FAILED) from None
+    if report_path:
+        write_report(report_path, html_report.render(report, snapshot))
     if output == "json":
         click.echo(json.dumps(report, indent=2, sort_keys=False))
     else:
         click.echo(render_table(report))
+        if report_path:
+            click.echo("Report: %s" % report_path)

@@ -30,6 +30,38 @@ if ! [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nul
         || echo "    (could not install openssh-server: fleet tests will be skipped)"
 fi
 
+# `diagnose --report` is checked in a real headless browser (tests skip without it).
+if ! [ -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing chromium for the diagnose --report tests"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 \
+             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+                >/dev/null 2>&1; }) \
+        || echo "    (could not install chromium: the browser tests will be skipped)"
+fi
+
+# `diagnose --prometheus` tests run a real Prometheus server (tests skip without it). Debian's
+# package would start a system service on :9090: a policy-rc.d that refuses service starts
+# (invoke-rc.d exit code 101) keeps it stopped, and --no-install-recommends leaves out the
+# node exporter and its timers.
+if ! [ -x /usr/bin/prometheus ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing prometheus for the diagnose --prometheus tests"
+    planted=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && planted=1
+    fi
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 \
+             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+                >/dev/null 2>&1; }) \
+        || echo "    (could not install prometheus: its tests will be skipped)"
+    [ -n "$planted" ] && rm -f /usr/sbin/policy-rc.d
+    # Without systemd as PID 1 nothing started it; where systemd runs, stop what it started.
+    if [ -d /run/systemd/system ]; then
+        systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
+fi
+
 # ansible-test fetches a pip bootstrap script from the internet before it builds its venv;
 # with only package registries reachable, give it one that uses ensurepip + pip instead.
 cache="$HOME/.ansible/test/cache"

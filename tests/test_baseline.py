@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -43,42 +44,32 @@ def test_summary_of_unreadable_values_is_none():
     assert gpu["pattern"] is None
 
 
-def test_argv_is_a_list_with_typed_extra_vars():
-    argv = cmd_baseline.build_argv("/venv/bin/ansible-playbook", "gpuprov.gpu.baseline", "inv.yml",
-                                   "/tmp/out dir", 300, 2, limit="gpu_t4:&rack1")
-    assert argv[:5] == ["/venv/bin/ansible-playbook", "-i", "inv.yml", "-l", "gpu_t4:&rack1"]
-    assert argv[5] == "-e"
-    assert json.loads(argv[6]) == {"gpuprov_baseline_duration": 300, "gpuprov_baseline_interval": 2,
-                                   "gpuprov_baseline_dest": "/tmp/out dir"}
-    assert argv[7:] == ["gpuprov.gpu.baseline"]
-    assert "-l" not in cmd_baseline.build_argv("ap", "pb", "inv.yml", "/d", 10, 1)
+def test_failed_hosts_from_the_progress_summary():
+    summary = {"check_mode": False, "nodes": {
+        "gpu-t4-01": {"status": "changed", "changed": ["Fetch"], "failed": None, "ok": 4},
+        "gpu-t4-02": {"status": "unreachable", "changed": [], "failed": "Failed to connect", "ok": 0},
+        "gpu-t4-03": {"status": "failed", "changed": [], "failed": "Sample: rc 9", "ok": 1}}}
+    assert cmd_baseline.failed_hosts(summary) == {"gpu-t4-02": "Failed to connect", "gpu-t4-03": "Sample: rc 9"}
+    assert cmd_baseline.failed_hosts(None) == {}
 
 
-def test_failed_hosts_from_the_play_recap():
-    output = """
-PLAY RECAP *********************************************************************
-gpu-t4-01                  : ok=4    changed=2    unreachable=0    failed=0    skipped=0    rescued=0    ignored=0
-gpu-t4-02                  : ok=1    changed=0    unreachable=1    failed=0    skipped=0    rescued=0    ignored=0
-gpu-t4-03                  : ok=2    changed=1    unreachable=0    failed=1    skipped=0    rescued=0    ignored=0
-"""
-    assert cmd_baseline.failed_hosts(output) == ["gpu-t4-02", "gpu-t4-03"]
-    assert cmd_baseline.failed_hosts("no recap here") == []
-
-
-def _fake_run(files, rc=0, log=""):
-    """A run_playbook stand-in: writes what the playbook would have fetched."""
+def _fake_run(files, rc=0, nodes=None):
+    """A runner.run_playbook stand-in: writes what the playbook would have fetched and
+    returns what the progress callback's summary would say."""
     calls = []
 
-    def run(argv, duration, log_path):
-        calls.append(argv)
-        dest = json.loads(argv[argv.index("-e") + 1])["gpuprov_baseline_dest"]
+    def run(playbook, inventories, limit=None, extra_vars=None, extra_args=(), stdout=None, **_):
+        calls.append({"playbook": playbook, "inventories": inventories, "limit": limit, "extra_vars": extra_vars,
+                      "stdout": stdout})
+        dest = extra_vars["gpuprov_baseline_dest"]
         os.makedirs(os.path.join(dest, "utilization"), exist_ok=True)
         for host, text in files.items():
             with open(os.path.join(dest, "utilization", host + ".csv"), "w") as handle:
                 handle.write(text)
-        with open(log_path, "w") as handle:
-            handle.write(log)
-        return rc
+        summary = {"check_mode": False, "nodes": nodes if nodes is not None else {
+            host: {"status": "changed", "changed": ["Fetch the samples to the controller"], "failed": None, "ok": 4}
+            for host in files}}
+        return rc, summary
 
     return run, calls
 
@@ -93,11 +84,13 @@ def test_command_summarises_and_keeps_files_with_out(monkeypatch, tmp_path):
     run, calls = _fake_run({"gpu-t4-01": CSV})
     monkeypatch.setattr(cmd_baseline, "run_playbook", run)
     out_dir = tmp_path / "baseline"
-    result = CliRunner().invoke(cmd_baseline.baseline, ["-i", str(inventory), "--duration", "10", "--out",
+    result = CliRunner().invoke(cmd_baseline.baseline, ["record", "-i", str(inventory), "--duration", "10", "--out",
                                                         str(out_dir), "-l", "gpu-t4-01"], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
-    (argv,) = calls
-    assert argv[argv.index("-l") + 1] == "gpu-t4-01"
+    (call,) = calls
+    assert call["playbook"] == "gpuprov.gpu.baseline" and call["limit"] == "gpu-t4-01"
+    assert call["extra_vars"] == {"gpuprov_baseline_duration": 10, "gpuprov_baseline_interval": 1,
+                                  "gpuprov_baseline_dest": str(out_dir)}
     row = next(line for line in result.stdout.splitlines() if line.startswith("gpu-t4-01"))
     assert row.split()[:5] == ["gpu-t4-01", "0", "Tesla", "T4", "10"]
     assert "cycling" in row
@@ -110,46 +103,44 @@ def test_command_json_and_temporary_files_removed(monkeypatch, tmp_path):
     inventory.write_text("all:\n  hosts:\n    gpu-t4-01:\n")
     run, calls = _fake_run({"gpu-t4-01": CSV})
     monkeypatch.setattr(cmd_baseline, "run_playbook", run)
-    result = CliRunner().invoke(cmd_baseline.baseline, ["-i", str(inventory), "--duration", "10", "-o", "json"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(cmd_baseline.baseline, ["record", "-i", str(inventory), "--duration", "10", "-o",
+                                                        "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["schema"] == "gpuprov.baseline/v1"
     assert summary["out"] is None
     assert summary["nodes"]["gpu-t4-01"][0]["sm_p95"] == 97
-    dest = json.loads(calls[0][calls[0].index("-e") + 1])["gpuprov_baseline_dest"]
-    assert not os.path.exists(dest)
+    assert calls[0]["stdout"] is not None      # Ansible's progress goes to stderr, off the JSON
+    assert not os.path.exists(calls[0]["extra_vars"]["gpuprov_baseline_dest"])
 
 
 def test_command_reports_failed_hosts(monkeypatch, tmp_path):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all:\n  hosts:\n    gpu-t4-01:\n    gpu-t4-02:\n")
-    log = ("fatal: [gpu-t4-02]: FAILED! => {\"msg\": \"non-zero return code\", \"rc\": 9}\n"
-           "PLAY RECAP ****\n"
-           "gpu-t4-01 : ok=4 changed=2 unreachable=0 failed=0 skipped=0 rescued=0 ignored=0\n"
-           "gpu-t4-02 : ok=2 changed=1 unreachable=0 failed=1 skipped=0 rescued=0 ignored=0\n")
-    run, _calls = _fake_run({"gpu-t4-01": CSV}, rc=2, log=log)
+    nodes = {"gpu-t4-01": {"status": "changed", "changed": ["Fetch"], "failed": None, "ok": 4},
+             "gpu-t4-02": {"status": "failed", "changed": [], "failed": "Sample nvidia-smi: non-zero return code",
+                           "ok": 2}}
+    run, _calls = _fake_run({"gpu-t4-01": CSV}, rc=2, nodes=nodes)
     monkeypatch.setattr(cmd_baseline, "run_playbook", run)
-    result = CliRunner().invoke(cmd_baseline.baseline, ["-i", str(inventory), "--duration", "10"],
+    result = CliRunner().invoke(cmd_baseline.baseline, ["record", "-i", str(inventory), "--duration", "10"],
                                 catch_exceptions=False)
     assert result.exit_code == 1
     assert "ansible-playbook exited 2 (one or more hosts failed)" in result.stderr
-    assert "FAILED!" in result.stderr
-    assert "No samples from: gpu-t4-02 (failed or unreachable)" in result.stdout
+    assert "No samples from gpu-t4-02: Sample nvidia-smi: non-zero return code" in result.stdout
     assert any(line.startswith("gpu-t4-01") for line in result.stdout.splitlines())
 
 
 def test_command_rejects_bad_input(tmp_path):
     runner = CliRunner()
-    result = runner.invoke(cmd_baseline.baseline, ["-i", str(tmp_path / "missing.yml"), "--duration", "5"])
+    result = runner.invoke(cmd_baseline.baseline, ["record", "-i", str(tmp_path / "missing.yml"), "--duration", "5"])
     assert result.exit_code == 2
     assert "missing.yml: inventory not found" in result.stderr
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all: {}\n")
-    result = runner.invoke(cmd_baseline.baseline, ["-i", str(inventory), "--duration", "5", "--interval", "10"])
+    result = runner.invoke(cmd_baseline.baseline, ["record", "-i", str(inventory), "--duration", "5", "--interval", "10"])
     assert result.exit_code == 2
     assert "--interval 10 is longer than --duration 5" in result.stderr
-    result = runner.invoke(cmd_baseline.baseline, ["-i", str(inventory), "--duration", "0"])
+    result = runner.invoke(cmd_baseline.baseline, ["record", "-i", str(inventory), "--duration", "0"])
     assert result.exit_code == 2
 
 
@@ -158,16 +149,18 @@ def test_unreadable_samples_name_the_file(monkeypatch, tmp_path):
     inventory.write_text("all: {}\n")
     run, _calls = _fake_run({"gpu-t4-01": "this is not nvidia-smi output\n"})
     monkeypatch.setattr(cmd_baseline, "run_playbook", run)
-    result = CliRunner().invoke(cmd_baseline.baseline, ["-i", str(inventory), "--duration", "3", "--out",
+    result = CliRunner().invoke(cmd_baseline.baseline, ["record", "-i", str(inventory), "--duration", "3", "--out",
                                                         str(tmp_path / "o")], catch_exceptions=False)
     assert result.exit_code == 1
     assert "utilization/gpu-t4-01.csv: line 1: expected 6 fields" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_playbook_passes_syntax_check():
+@pytest.mark.parametrize("playbook", ["gpuprov.gpu.baseline", "gpuprov.gpu.baseline_start",
+                                      "gpuprov.gpu.baseline_collect", "gpuprov.gpu.baseline_stop"])
+def test_playbook_passes_syntax_check(playbook):
     ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    result = subprocess.run([ansible_playbook, "-i", "localhost,", "--syntax-check", "gpuprov.gpu.baseline"],
+    result = subprocess.run([ansible_playbook, "-i", "localhost,", "--syntax-check", playbook],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -198,7 +191,8 @@ def test_baseline_on_localhost_with_the_fake_nvidia_smi(fake_node, tmp_path):
     inventory.write_text("all:\n  hosts:\n    gpu-t4-01:\n      ansible_connection: local\n"
                          "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
     out_dir = tmp_path / "baseline"
-    result = subprocess.run([sys.executable, "-m", "gpuprov", "baseline", "-i", str(inventory), "--duration", "3",
+    result = subprocess.run([sys.executable, "-m", "gpuprov", "baseline", "record", "-i", str(inventory),
+                             "--duration", "3",
                              "--out", str(out_dir), "-o", "json"],
                             cwd=REPO, env=fake_node, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -206,3 +200,125 @@ def test_baseline_on_localhost_with_the_fake_nvidia_smi(fake_node, tmp_path):
     (gpu,) = summary["nodes"]["gpu-t4-01"]
     assert gpu["name"] == "Tesla T4" and gpu["samples"] >= 2
     assert (out_dir / "utilization" / "gpu-t4-01.csv").exists()
+
+
+# ------------------------------------------------------------------ start / collect / stop
+
+
+def test_parse_interval():
+    assert [cmd_baseline.parse_interval(t) for t in ("5s", "5", "2m", "60m")] == [5, 5, 120, 3600]
+    for bad in ("0s", "61m", "1.5s", "5h", "s", ""):
+        with pytest.raises(ValueError, match="1s to 60m"):
+            cmd_baseline.parse_interval(bad)
+
+
+def test_join_rotated_puts_the_oldest_file_first(tmp_path):
+    (tmp_path / "samples.csv").write_text("c\n")
+    (tmp_path / "samples.csv.1").write_text("b\n")
+    (tmp_path / "samples.csv.10").write_text("a-oldest")       # torn: a newline is added
+    (tmp_path / "samples.csv.2").write_text("a\n")
+    (tmp_path / "other.csv").write_text("not ours\n")
+    text, names = cmd_baseline.join_rotated(str(tmp_path))
+    assert names == ["samples.csv.10", "samples.csv.2", "samples.csv.1", "samples.csv"]
+    assert text == "a-oldest\na\nb\nc\n"
+
+
+def test_torn_last_line_is_left_out_with_a_note():
+    text = CSV + "2026/11/30 10:00:10.000, 0, Tesla T4, 31"
+    notes = []
+    samples = diag.parse_utilization_csv(text, "utilization/n.csv", notes=notes)
+    assert len(samples) == 10
+    assert notes == ["utilization/n.csv: line 11 is cut off mid-row ('2026/11/30 10:00:10.000, 0, Tesla T4, 31', "
+                     "no newline): read up to the line before it"]
+    # A torn row may even look whole: "97" cut to "9" still has six fields.
+    notes = []
+    assert len(diag.parse_utilization_csv(CSV + "2026/11/30 10:00:10.000, 0, Tesla T4, 3100, 15360, 9", "x",
+                                          notes=notes)) == 10
+    assert len(notes) == 1
+    # Without `notes` nothing is dropped silently: the same line is an error.
+    with pytest.raises(diag.SnapshotError, match="line 11: expected 6 fields"):
+        diag.parse_utilization_csv(text, "utilization/n.csv")
+
+
+def test_snapshot_reads_a_torn_file_up_to_the_tear(tmp_path):
+    fixture = os.path.join(REPO, "tests", "fixtures", "diagnose", "application_cpu_bound")
+    snapshot = tmp_path / "snap"
+    shutil.copytree(fixture, snapshot)
+    (path,) = list((snapshot / "utilization").iterdir())
+    whole = path.read_text()
+    path.write_text(whole + whole.splitlines()[0][:25])
+    loaded = diag.load_snapshot(str(snapshot))
+    assert len(loaded.utilization[path.stem]) == len(whole.splitlines())
+    assert any("is cut off mid-row" in note for note in loaded.notes)
+
+
+def _collect_run(files, nodes=None):
+    calls = []
+
+    def run(playbook, inventories, limit=None, extra_vars=None, extra_args=(), stdout=None, **_):
+        calls.append({"playbook": playbook, "extra_vars": extra_vars, "extra_args": list(extra_args)})
+        dest = extra_vars["gpuprov_baseline_dest"]
+        for host, named in files.items():
+            os.makedirs(os.path.join(dest, "raw", host), exist_ok=True)
+            for name, text in named.items():
+                with open(os.path.join(dest, "raw", host, name), "w") as handle:
+                    handle.write(text)
+        return 0, {"check_mode": False, "nodes": nodes or {
+            host: {"status": "unchanged", "changed": [], "failed": None, "ok": 5} for host in files}}
+
+    return run, calls
+
+
+def test_collect_joins_rotated_files_into_the_snapshot(monkeypatch, tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all: {}\n")
+    lines = CSV.splitlines(keepends=True)
+    run, calls = _collect_run({"gpu-t4-01": {"samples.csv.1": "".join(lines[:6]),
+                                             "samples.csv": "".join(lines[6:]) + "2026/11/30 10:0"}})
+    monkeypatch.setattr(cmd_baseline, "run_playbook", run)
+    out = tmp_path / "snap"
+    result = CliRunner().invoke(cmd_baseline.baseline, ["collect", "-i", str(inventory), "--out", str(out),
+                                                        "-e", "gpuprov_baseline_dir=/run/x", "-o", "json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert calls[0]["playbook"] == "gpuprov.gpu.baseline_collect"
+    assert calls[0]["extra_vars"] == {"gpuprov_baseline_dest": str(out)}
+    assert calls[0]["extra_args"] == ["-e", "gpuprov_baseline_dir=/run/x"]
+    node = json.loads(result.stdout)["nodes"]["gpu-t4-01"]
+    assert (node["samples"], node["first"], node["last"]) == (10, "2026/11/30 10:00:00.000", "2026/11/30 10:00:09.000")
+    assert node["files"] == ["samples.csv.1", "samples.csv"]
+    assert "cut off mid-row" in node["notes"][0]
+    assert (out / "utilization" / "gpu-t4-01.csv").read_text().startswith(CSV)
+
+
+def test_collect_refuses_a_host_name_that_would_leave_the_folder(monkeypatch, tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all: {}\n")
+    run, _ = _collect_run({}, nodes={"..": {"status": "unchanged", "changed": [], "failed": None, "ok": 5}})
+    monkeypatch.setattr(cmd_baseline, "run_playbook", run)
+    result = CliRunner().invoke(cmd_baseline.baseline, ["collect", "-i", str(inventory), "--out",
+                                                        str(tmp_path / "snap")], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "inventory name '..' cannot name a file" in result.stdout
+    assert not (tmp_path / "snap" / "utilization" / "...csv").exists()
+
+
+def test_start_passes_the_interval_in_seconds_and_reports_each_node(monkeypatch, tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all: {}\n")
+    calls = []
+
+    def run(playbook, inventories, limit=None, extra_vars=None, extra_args=(), stdout=None, **_):
+        calls.append((playbook, extra_vars))
+        return 4, {"nodes": {"a": {"status": "changed", "changed": ["Install the unit"], "failed": None, "ok": 6},
+                             "b": {"status": "unreachable", "changed": [], "failed": "ssh: timed out", "ok": 0}}}
+
+    monkeypatch.setattr(cmd_baseline, "run_playbook", run)
+    result = CliRunner().invoke(cmd_baseline.baseline, ["start", "-i", str(inventory), "--interval", "1m"],
+                                catch_exceptions=False)
+    assert calls == [("gpuprov.gpu.baseline_start", {"gpuprov_baseline_interval": 60})]
+    assert result.exit_code == 1
+    rows = [line.split(None, 2) for line in result.stdout.splitlines()[1:]]
+    assert rows == [["a", "changed", "Install the unit"], ["b", "unreachable", "ssh: timed out"]]
+    result = CliRunner().invoke(cmd_baseline.baseline, ["start", "-i", str(inventory), "--interval", "2h"])
+    assert result.exit_code == 2 and "--interval: '2h'" in result.stderr

@@ -36,3 +36,21 @@ def test_unit_file_on_disk_defines_the_unit(tmp_path):
 
     assert "restore.service" not in json.loads(state_path.read_text())["units"]
     assert systemctl("status", "restore.service")[0] == 4
+
+
+def test_stop_ends_the_main_process_of_a_simple_unit(tmp_path):
+    """systemd sends SIGTERM to a stopping unit's processes (systemd.kill(5)); a Type=simple
+    service's process outlives the systemctl call that started it."""
+    unit_dir = tmp_path / "system"
+    unit_dir.mkdir()
+    env = dict(os.environ, GPUPROV_FAKE_SYSTEMD_STATE=str(tmp_path / "systemd.json"),
+               GPUPROV_FAKE_SYSTEMD_UNIT_PATH=str(unit_dir))
+    (unit_dir / "sleeper.service").write_text("[Service]\nType=simple\nExecStart=/bin/sleep 300\n")
+    assert subprocess.run([SYSTEMCTL, "start", "sleeper"], env=env, check=False).returncode == 0
+    pid = json.loads((tmp_path / "systemd.json").read_text())["units"]["sleeper.service"]["main_pid"]
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        assert handle.read().split(b"\0")[:2] == [b"/bin/sleep", b"300"]
+    assert subprocess.run([SYSTEMCTL, "stop", "sleeper"], env=env, check=False).returncode == 0
+    state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] if os.path.exists("/proc/%d" % pid) else "gone"
+    assert state in ("gone", "Z")
+    assert "main_pid" not in json.loads((tmp_path / "systemd.json").read_text())["units"]["sleeper.service"]

@@ -1,11 +1,13 @@
 """The per-node checks (allocation, memory, application) in their fixed order."""
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuprov.diagnose.remedies import (
     allocation_remedy,
     application_note,
+    bandwidth_remedy,
+    device_label,
     make_remedy,
     memory_remedy,
     placement_remedy_for_node,
@@ -13,7 +15,12 @@ from gpuprov.diagnose.remedies import (
 )
 from gpuprov.diagnose.sizing import format_gib, gpu_model
 from gpuprov.diagnose.snapshot import Node
-from gpuprov.diagnose.thresholds import MEMORY_USABLE_FRACTION, SM_TARGET_PERCENT
+from gpuprov.diagnose.thresholds import (
+    DRAM_BOUND_PERCENT,
+    MEMORY_USABLE_FRACTION,
+    SM_TARGET_PERCENT,
+    SM_UNDER_DRAM_PERCENT,
+)
 from gpuprov.diagnose.utilization import summarise_utilization
 
 
@@ -28,6 +35,7 @@ class _NodeState:
     mig_capable: bool
     mig_enabled: bool
     model: object = None      # catalog.GpuModel, None when not in the catalog
+    instances: list = field(default_factory=list)   # MIG instances with DCGM figures
 
 
 def _merge_gpus(facts, summaries):
@@ -47,6 +55,9 @@ def _merge_gpus(facts, summaries):
         })
         gpu.update(sm_mean=summary["sm_mean"], sm_p95=summary["sm_p95"], pattern=summary["pattern"],
                    samples=summary["samples"])
+        for key in ("dram_mean", "pods", "uuid"):
+            if key in summary:      # read from DCGM
+                gpu[key] = summary[key]
         if not gpu.get("name"):
             gpu["name"] = summary["name"]
         if not gpu.get("memory_total_mib"):
@@ -64,7 +75,23 @@ def node_state(node, pods_on_node, facts, samples):
         resources.append({"name": name, "capacity": node.capacity.get(name, allocatable),
                           "allocatable": allocatable, "allocated": allocated,
                           "free": max(allocatable - allocated, 0)})
-    gpus = _merge_gpus(facts, summarise_utilization(samples) if samples else None)
+    summaries = summarise_utilization(samples) if samples else []
+    # MIG instances (DCGM reports them apart, with their parent's index) stay out of the
+    # per-GPU list, which counts physical GPUs; their parent GPU is known to be in MIG mode.
+    instances = [s for s in summaries if s.get("gpu_instance_id")]
+    gpus = _merge_gpus(facts, [s for s in summaries if not s.get("gpu_instance_id")])
+    known = {gpu["index"] for gpu in gpus}
+    for instance in instances:
+        if instance["index"] not in known:
+            known.add(instance["index"])
+            gpus.append({"index": instance["index"], "name": instance["name"].split(" MIG ")[0],
+                         "memory_total_mib": None, "memory_used_mib": None, "memory_peak_mib": None,
+                         "processes": None, "sm_mean": None, "sm_p95": None, "pattern": None, "samples": 0,
+                         "mig_capable": True, "mig_enabled": True})
+        else:
+            parent = next(gpu for gpu in gpus if gpu["index"] == instance["index"])
+            parent["mig_enabled"] = True
+    gpus.sort(key=lambda gpu: gpu["index"])
     physical = len(gpus)
     if not physical and node.labels.get("nvidia.com/gpu.count", "").isdigit():
         physical = int(node.labels["nvidia.com/gpu.count"])
@@ -86,7 +113,7 @@ def node_state(node, pods_on_node, facts, samples):
         mig_capable = None
     return _NodeState(node=node, pods=pods_on_node, resources=resources, gpus=gpus, physical_gpus=physical,
                       replicas_now=max(replicas_now, 1), mig_capable=bool(mig_capable or mig_enabled),
-                      mig_enabled=mig_enabled, model=model)
+                      mig_enabled=mig_enabled, model=model, instances=instances)
 
 
 def _sizing(state, max_replicas):
@@ -147,9 +174,33 @@ def _gpu_evidence(state):
     return ["%d x %s: %s" % (len(state.gpus), "/".join(names), "; ".join(parts) or "no figures")]
 
 
+def _bandwidth_bound(state):
+    """GPUs and MIG instances whose DRAM is busy while their SMs mostly wait (DCGM only)."""
+    return [unit for unit in state.gpus + state.instances
+            if unit.get("dram_mean") is not None and unit.get("sm_mean") is not None
+            and unit["dram_mean"] >= DRAM_BOUND_PERCENT and unit["sm_mean"] < SM_UNDER_DRAM_PERCENT]
+
+
 def _node_sm_mean(state):
-    values = [g["sm_mean"] for g in state.gpus if g.get("sm_mean") is not None]
+    values = [g["sm_mean"] for g in state.gpus + state.instances if g.get("sm_mean") is not None]
     return round(sum(values) / len(values), 1) if values else None
+
+
+def _instance_evidence(state):
+    """One line per MIG instance with DCGM figures: SM and DRAM activity, memory, pods."""
+    lines = []
+    for unit in state.instances:
+        parts = []
+        if unit.get("sm_mean") is not None:
+            parts.append("SM mean %.0f%%, p95 %.0f%%" % (unit["sm_mean"], unit["sm_p95"]))
+        if unit.get("dram_mean") is not None:
+            parts.append("DRAM mean %.0f%%" % unit["dram_mean"])
+        if unit.get("memory_used_max_mib") is not None and unit.get("memory_total_mib"):
+            parts.append("memory peak %s of %s GiB" % (format_gib(unit["memory_used_max_mib"]),
+                                                       format_gib(unit["memory_total_mib"])))
+        lines.append("MIG %s: %s (%s)" % (device_label(unit), ", ".join(parts) or "no figures",
+                                          unit.get("pattern") or "-"))
+    return lines
 
 
 def _node_memory_peak(state):
@@ -173,9 +224,10 @@ def analyse_node(state, placement_victims, max_replicas):
     if not state.gpus:
         result["not_run"].append({"check": "memory", "reason": "no facts/%s.json and no utilization data for "
                                                                "this node" % node.name})
-    if not any(g.get("sm_mean") is not None for g in state.gpus):
+    if not any(g.get("sm_mean") is not None for g in state.gpus + state.instances):
         result["not_run"].append({"check": "application", "reason": "no utilization data for this node; record it "
-                                                                    "with `gpuprov baseline --out DIR`"})
+                                                                    "with `gpuprov baseline record --out DIR` or `gpuprov baseline "
+                                                                    "collect --out DIR`"})
     shareable = shareable_resources(state)
     if not shareable:
         result["summary"] = "advertises no GPUs (capacity %s, allocatable 0): the device plugin is not running " \
@@ -190,7 +242,13 @@ def analyse_node(state, placement_victims, max_replicas):
     if node.unschedulable:
         result["evidence"].append("node is cordoned")
     result["evidence"].extend(_gpu_evidence(state))
+    if state.instances:
+        result["instances"] = state.instances
+        result["evidence"].extend(_instance_evidence(state))
     cycling, low, app_lines = application_note(state)
+    bound = _bandwidth_bound(state)
+    bandwidth_lines = ["GPU %s: DRAM busy %.0f%% of cycles while SMs have work %.0f%%: memory-bandwidth bound"
+                       % (device_label(unit), unit["dram_mean"], unit["sm_mean"]) for unit in bound]
 
     if fully:
         sizing = _sizing(state, max_replicas)
@@ -201,6 +259,15 @@ def analyse_node(state, placement_victims, max_replicas):
                        if memory else ", memory unknown")
         sm_text = ", mean SM %.0f%%" % result["sm_mean"] if result["sm_mean"] is not None else ""
         counts = ", ".join("%d/%d %s" % (r["allocated"], r["allocatable"], r["name"]) for r in shareable)
+        if bound:
+            # The memory check, on bandwidth: DRAM activity against SM activity (DCGM).
+            result.update(check="memory", status="bandwidth-bound",
+                          summary="%s allocated%s; %d of the busy GPUs/instances wait on memory bandwidth"
+                                  % (counts, sm_text, len(bound)))
+            result["evidence"].extend(bandwidth_lines)
+            result["remedy"] = bandwidth_remedy(state, bound)
+            result["evidence"].extend(app_lines)
+            return result
         if sizing["by_memory"] is not None and sizing["by_memory"] <= state.replicas_now:
             result.update(check="memory", status="memory-bound",
                           summary="%s allocated%s%s" % (counts, sm_text, memory_text))
@@ -213,7 +280,7 @@ def analyse_node(state, placement_victims, max_replicas):
                 status, text = "busy", "GPUs are busy: sharing would slow every pod; only more GPUs help"
             elif sizing["limited_by"] == "unknown-memory":
                 status, text = "needs-data", ("already time-sliced %d ways and memory use is unknown: add "
-                                              "facts/%s.json or run `gpuprov baseline` before adding replicas"
+                                              "facts/%s.json or run `gpuprov baseline record` before adding replicas"
                                               % (state.replicas_now, node.name))
             else:
                 status, text = "at-limit", ("already time-sliced %d ways, the --max-replicas limit; only more "
@@ -259,6 +326,7 @@ def analyse_node(state, placement_victims, max_replicas):
         result["remedy"] = make_remedy("; ".join(actions))
         return result
 
+    result["evidence"].extend(bandwidth_lines)
     free = sum(r["free"] for r in shareable)
     allocated = sum(r["allocated"] for r in shareable)
     if allocated == 0:

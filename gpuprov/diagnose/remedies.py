@@ -103,18 +103,41 @@ def memory_remedy(state):
     return make_remedy(summary, alternatives=alternatives)
 
 
+def device_label(unit):
+    """'0' for a whole GPU, '0/GI 1 (3g.20gb)' for a MIG instance, with its pods if known."""
+    text = str(unit["index"])
+    if unit.get("gpu_instance_id"):
+        text += "/GI %s" % unit["gpu_instance_id"] + (" (%s)" % unit["profile"] if unit.get("profile") else "")
+    if unit.get("pods"):
+        text += " [%s]" % ", ".join(unit["pods"])
+    return text
+
+
 def application_note(state):
-    cycling = [g for g in state.gpus if g.get("pattern") == "cycling"]
-    low = [g for g in state.gpus if g.get("pattern") == "low"]
+    units = state.gpus + state.instances
+    cycling = [g for g in units if g.get("pattern") == "cycling"]
+    low = [g for g in units if g.get("pattern") == "low"]
     lines = []
     if cycling:
         lines.append("GPU %s: SM activity cycles between idle and busy: the pods wait on their CPU-side "
-                     "input pipeline (data loading, preprocessing)" % ",".join(str(g["index"]) for g in cycling))
+                     "input pipeline (data loading, preprocessing)" % ",".join(device_label(g) for g in cycling))
     if low:
         lines.append("GPU %s: memory held but SM activity stays under %d%%: the pods wait on something else "
-                     "(I/O, the network, a person at a notebook)" % (",".join(str(g["index"]) for g in low),
+                     "(I/O, the network, a person at a notebook)" % (",".join(device_label(g) for g in low),
                                                                       SM_LOW_PERCENT))
     return cycling, low, lines
+
+
+def bandwidth_remedy(state, bound):
+    """Memory-bandwidth-bound GPUs or MIG instances: more copies on the same memory will not help."""
+    alternatives = []
+    if state.mig_capable and not state.mig_enabled:
+        alternatives.append({"summary": "if several small jobs share these GPUs, MIG gives each instance its own "
+                                        "memory slices and controllers instead of one contended memory system",
+                             "sharing": None, "inventory": None, "added_slots": 0})
+    return make_remedy("time-slicing or MPS will not help: the memory interface, not the SMs, is the limit "
+                       "(DRAM busy, SMs waiting); profile the kernels for memory traffic (fusion, mixed "
+                       "precision, larger batches), or add GPUs", alternatives=alternatives)
 
 
 def placement_remedy_for_node(node, by_reason):

@@ -66,7 +66,7 @@ def diagnose(snapshot, max_replicas=DEFAULT_MAX_REPLICAS):
     if missing_sm:
         not_run.append({"check": "application", "nodes": missing_sm,
                         "reason": "no utilization data (utilization/<node>.csv); record it with "
-                                  "`gpuprov baseline --out DIR`"})
+                                  "`gpuprov baseline record --out DIR` or `gpuprov baseline collect --out DIR`"})
     without_event = [p["namespace"] + "/" + p["name"] for p in pod_results if not p["scheduler"]]
     if without_event:
         not_run.append({"check": "placement", "pods": without_event,

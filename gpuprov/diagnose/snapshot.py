@@ -80,6 +80,14 @@ class UtilizationSample:
     memory_used_mib: float
     memory_total_mib: float
     utilization_gpu: float        # None when nvidia-smi printed [N/A]
+    # Read from dcgm-exporter through Prometheus only (nvidia-smi's CSV has none of these):
+    gpu_instance_id: str = ""     # MIG GPU instance id; "" for a whole GPU
+    profile: str = ""             # MIG profile as the exporter names it (shown, never joined on)
+    uuid: str = ""                # the parent GPU's UUID
+    dram_active: float = None     # percent of cycles the memory interface was busy (DRAM_ACTIVE)
+    pods: tuple = ()              # "namespace/pod" the exporter mapped the device to
+    # Read live by `gpuprov top` only:
+    processes: tuple = ()         # (pid, process name, used MiB) per compute process
 
 
 @dataclass

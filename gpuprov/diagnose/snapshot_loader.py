@@ -86,7 +86,7 @@ def load_gpu_data(directory, nodes, label_prefix=""):
     facts.update((node, gpus) for node, gpus in per_node(
         "facts", ".json", lambda path, label: parse_gpu_facts(_read_json(path, label), label, notes)).items() if gpus)
     utilization.update(per_node("utilization", ".csv",
-                                lambda path, label: parse_utilization_csv(_read_text(path, label), label)))
+                                lambda path, label: parse_utilization_csv(_read_text(path, label), label, notes=notes)))
 
     single = os.path.join(directory, "utilization.csv")
     if os.path.isfile(single):

@@ -21,3 +21,10 @@ SM_LOW_PERCENT = 30          # p95 below this while memory is in use: starved
 SM_BUSY_MEAN_PERCENT = 60    # mean at or above this: the GPU is doing real work
 CYCLE_MIN_SHARE = 0.2        # share of samples both idle and high to call it cycling
 MEMORY_IN_USE_FRACTION = 0.05  # memory used above this share of total: someone holds it
+
+# Memory-bandwidth bound (DCGM profiling, dcgm-exporter through Prometheus): the device-memory
+# interface busy at least this share of cycles (DCGM_FI_PROF_DRAM_ACTIVE) while SMs have work
+# less than SM_UNDER_DRAM_PERCENT of cycles (DCGM_FI_PROF_SM_ACTIVE). The 0.5/0.5 split is the
+# PromQL heuristic of ../shared/reference/dcgm.md section 10; NVIDIA gives no fixed line.
+DRAM_BOUND_PERCENT = 50
+SM_UNDER_DRAM_PERCENT = 50

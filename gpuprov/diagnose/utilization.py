@@ -35,6 +35,18 @@ def _csv_number(text, where, problems, integer=False):
     return value
 
 
+def torn_tail(text):
+    """(text up to the last full line, the torn piece or None).
+
+    A recorder stopped mid-write (Ctrl-C, a crash, a full disk) leaves a last line without
+    its newline; what came before it is sound.
+    """
+    if not text or text.endswith("\n"):
+        return text, None
+    cut = text.rfind("\n") + 1
+    return text[:cut], text[cut:]
+
+
 def _csv_mib(text, where, problems):
     """memory.used / memory.total: MiB as nvidia-smi prints them (``nounits`` or not)."""
     if text in _NOT_AVAILABLE:
@@ -46,15 +58,24 @@ def _csv_mib(text, where, problems):
         return None
 
 
-def parse_utilization_csv(text, source, with_node=False):
+def parse_utilization_csv(text, source, with_node=False, notes=None):
     """Samples from nvidia-smi's CSV (see NVIDIA_SMI_QUERY); with_node: a node name column first.
 
     Returns [UtilizationSample], or {node: [UtilizationSample]} when with_node is set.
     A header line (`timestamp, index, ...`) is skipped, so output without `noheader` works.
+    With `notes` (a list), a last line without its newline (cut off while being written) is
+    left out with a note there; without it, that line is parsed like any other.
     """
     problems = []
     samples = {} if with_node else []
     width = len(UTILIZATION_FIELDS) + (1 if with_node else 0)
+    if notes is not None:
+        whole, torn = torn_tail(text)
+        if torn is not None and torn.strip():
+            # Even a torn row with all six fields may hold a cut number ("97" -> "9").
+            notes.append("%s: line %d is cut off mid-row (%r, no newline): read up to the line before it"
+                         % (source, whole.count("\n") + 1, torn[:60]))
+            text = whole
     for line_number, row in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
         if not row or all(not cell.strip() for cell in row):
             continue
@@ -136,18 +157,21 @@ def classify_sm(values, memory_used_fraction):
 def summarise_utilization(samples):
     """Per GPU: samples, mean and p95 SM utilisation, mean/p95/max memory used, pattern.
 
-    Returns a list sorted by GPU index of dicts with the keys index, name, samples,
-    sm_mean, sm_p95, memory_used_mean_mib, memory_used_p95_mib, memory_used_max_mib,
-    memory_total_mib, pattern, first, last. Values nvidia-smi reported as [N/A] are left
+    Returns a list sorted by GPU index (then MIG instance) of dicts with the keys index,
+    name, samples, sm_mean, sm_p95, memory_used_mean_mib, memory_used_p95_mib,
+    memory_used_max_mib, memory_total_mib, pattern, first, last; samples read from DCGM add
+    gpu_instance_id ("" for a whole GPU), profile, uuid, dram_mean (percent) and pods. Values nvidia-smi reported as [N/A] are left
     out of the statistics; a statistic with no values is None.
     """
     by_index = {}
     for sample in samples:
-        by_index.setdefault(sample.index, []).append(sample)
+        by_index.setdefault((sample.index, sample.gpu_instance_id), []).append(sample)
     summaries = []
-    for index in sorted(by_index):
-        series = by_index[index]
+    for key in sorted(by_index, key=lambda k: (k[0], int(k[1]) if k[1].isdigit() else -1)):
+        index, instance = key
+        series = by_index[key]
         sm = [s.utilization_gpu for s in series if s.utilization_gpu is not None]
+        dram = [s.dram_active for s in series if s.dram_active is not None]
         used = [s.memory_used_mib for s in series if s.memory_used_mib is not None]
         totals = [s.memory_total_mib for s in series if s.memory_total_mib]
         total = max(totals) if totals else None
@@ -166,4 +190,9 @@ def summarise_utilization(samples):
             "first": min(s.timestamp for s in series),
             "last": max(s.timestamp for s in series),
         })
+        if instance or dram or any(s.pods for s in series):
+            # DCGM figures (dcgm-exporter via Prometheus): the instance, DRAM activity, pods.
+            summaries[-1].update(gpu_instance_id=instance, profile=series[-1].profile, uuid=series[-1].uuid,
+                                 dram_mean=round(sum(dram) / len(dram), 1) if dram else None,
+                                 pods=sorted({pod for s in series for pod in s.pods}))
     return summaries
