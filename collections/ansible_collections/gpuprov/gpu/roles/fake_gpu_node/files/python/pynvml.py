@@ -469,7 +469,9 @@ def _model_spec(key):
     try:
         from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
     except ImportError:
-        root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "collections"))
+        # This file is roles/fake_gpu_node/files/python/ of the collection: seven levels up is the
+        # folder that holds ansible_collections/ (site-packages, or the repository's collections/).
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 7))
         sys.path.insert(0, root)
         from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
     model = catalog.get(key)
@@ -604,7 +606,7 @@ def _pid_alive(pid):
 
 
 def _unit_active(unit):
-    """Whether the fake systemctl (tests/fakes/bin/systemctl) has ``unit`` active."""
+    """Whether the fake systemctl (roles/fake_gpu_node/files/bin/systemctl) has ``unit`` active."""
     path = os.environ.get("GPUPROV_FAKE_SYSTEMD_STATE")
     if not path or not os.path.exists(path):
         return False
