@@ -31,6 +31,8 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
+# The fake NVML of the test-kit role gpuprov.gpu.fake_gpu_node.
+FAKES = os.path.join(REPO, "collections", "ansible_collections", "gpuprov", "gpu", "roles", "fake_gpu_node", "files")
 sys.path.insert(0, os.path.join(FAKES, "python"))
 
 import pynvml  # noqa: E402  (the fake)
