@@ -175,6 +175,7 @@ class NVMLLibraryMismatchError(Exception):
     """nvidia-ml-py raises this (not an NVMLError) from wrappers marked throwOnVersionMismatch,
     e.g. nvmlDeviceGetComputeRunningProcesses, when libnvidia-ml lacks the versioned symbol."""
 
+
 class NVMLError(Exception):
     _valClassMapping = dict()
     _errcode_to_string = {
@@ -1295,7 +1296,6 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
     _fill(placementsRef, countRef, prof["placements"],
           lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
     return NVML_SUCCESS
-
 
 
 def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
