@@ -13,4 +13,4 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 COLLECTIONS = os.path.join(ROOT, "collections")
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
-os.environ.setdefault("GPUPROV_FAKES_DIR", os.path.join(ROOT, "tests", "fakes"))
+os.environ.setdefault("GPUPROV_FAKES_DIR", os.path.join(ROOT, "roles", "fake_gpu_node", "files"))

@@ -2,7 +2,7 @@
 """MIG reconfiguration disruption: gpuprov's mig_layout against mig-parted's way, measured.
 
 Runs layout transitions on a fake 7-slice GPU (H100 80GB, NVML semantics from
-tests/fakes/python/pynvml.py) and counts the GPU instances each approach destroys and
+roles/fake_gpu_node/files/python/pynvml.py) and counts the GPU instances each approach destroys and
 creates, by comparing GPU instance ids in the fake's state before and after:
 
     gpuprov:   the mig_layout code path (plan_layout + apply_layout over module_utils/nvml):
@@ -31,7 +31,9 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, os.path.join(REPO, "tests", "fakes", "python"))
+# The fake NVML of the test-kit role gpuprov.gpu.fake_gpu_node.
+FAKES = os.path.join(REPO, "collections", "ansible_collections", "gpuprov", "gpu", "roles", "fake_gpu_node", "files")
+sys.path.insert(0, os.path.join(FAKES, "python"))
 
 import pynvml  # noqa: E402  (the fake)
 

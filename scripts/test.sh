@@ -125,6 +125,32 @@ run_py312() {
     return $rc
 }
 
+# Another team's repository (examples/consumer-repo) as that team has it: copied out of this
+# tree, gpuprov pip-installed (not editable) into a fresh venv with molecule, no setting that
+# points Ansible at this repository, then its own `molecule test` on a fake GPU node.
+run_consumer_repo() {
+    local work rc python
+    # The base interpreter, not this venv's (and resolved before HOME changes: pyenv's shims
+    # look under HOME).
+    python=$("$(command -v python3.11 || command -v python3)" -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python3"))')
+    work=$(mktemp -d)
+    cp -r examples/consumer-repo "$work/consumer-repo"
+    # A stale build/ would put files removed from the source into the wheel (as in setup.sh).
+    rm -rf build
+    (
+        unset ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS ANSIBLE_CONFIG VIRTUAL_ENV PYTHONPATH
+        export HOME="$work/home" PATH="$work/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        mkdir -p "$HOME"
+        "$python" -m venv "$work/venv" \
+            && python -m pip install --quiet "$REPO[cluster]" "molecule>=25" \
+            && cd "$work/consumer-repo" \
+            && molecule test
+    )
+    rc=$?
+    rm -rf "$work"
+    return $rc
+}
+
 # Two processes: the CLI tests load Ansible's collection finder, which must not take over the
 # import of the collection's own test packages.
 stage "pytest: collection unit tests" run_pytest collections/ansible_collections/gpuprov/gpu/tests/unit
@@ -140,6 +166,7 @@ if [ $fast = 0 ]; then
     stage "ansible-test sanity" run_sanity
     stage "ansible-lint (production)" run_lint
     stage "molecule" run_molecule
+    stage "consumer repo: pip install + molecule" run_consumer_repo
     stage "Python 3.12 + ansible-core 2.21" run_py312
 fi
 

@@ -181,7 +181,7 @@ def fake_node(tmp_path):
          "--format=csv,noheader,nounits", "-l", "1", "-f", str(tmp_path / "probe.csv")],
         env=env, capture_output=True, text=True)
     if probe.returncode not in (0, 124) or not (tmp_path / "probe.csv").exists():
-        pytest.skip("tests/fakes/bin/nvidia-smi does not support -l/-f yet (rc %d: %s)"
+        pytest.skip("roles/fake_gpu_node/files/bin/nvidia-smi does not support -l/-f yet (rc %d: %s)"
                     % (probe.returncode, (probe.stderr or probe.stdout).strip()))
     return env
 

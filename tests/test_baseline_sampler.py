@@ -9,11 +9,10 @@ import time
 
 import pytest
 
-from testlib import REPO
+from testlib import FAKES, REPO
 
 SAMPLER = os.path.join(REPO, "collections", "ansible_collections", "gpuprov", "gpu", "playbooks", "files",
                        "gpuprov-baseline-sampler")
-FAKES = os.path.join(REPO, "tests", "fakes")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.planner import plan_fleet
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -358,3 +360,44 @@ def test_device_plugin_playbook_skips_the_cluster_side_when_told(tmp_path, fleet
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     releases = cluster.calls("helm")
     assert bool(releases) is deploys, proc.stdout[-3000:]
+
+
+PLAIN_NODES = [
+    {"name": "gpu-a100-01", "gpu_model": "A100-80GB", "gpu_count": 8,
+     "sharing": {"strategy": "mig", "mig": {"config": "all-balanced"}}},
+    {"name": "gpu-t4-01", "gpu_model": "T4", "gpu_count": 4, "sharing": {"strategy": "time-slicing", "replicas": 4}},
+]
+
+
+def plain_cluster(tmp_path, nodes):
+    """A fake cluster with the two nodes; the role gets node configs, not a fleet plan."""
+    fake = FakeCluster(tmp_path, {"nodes": dict((n["name"], None) for n in PLAIN_NODES), "device_plugin_configs": {}})
+    fake.vars_path.write_text(json.dumps({"gpu_device_plugin_nodes": nodes}))
+    return fake
+
+
+def test_node_configs_without_an_inventory_are_planned_like_the_inventory(tmp_path):
+    fake = plain_cluster(tmp_path, PLAIN_NODES)
+    proc, _ = fake.run("--limit", "gpu-a100-01")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The same plan as from inventory variables of the same meaning.
+    intents = [parse_intent(n["name"], {"gpuprov_gpu_model": n["gpu_model"], "gpuprov_gpu_count": n["gpu_count"],
+                                        "gpuprov_sharing": n["sharing"]})[0] for n in PLAIN_NODES]
+    expected, problems = plan_fleet(intents)
+    assert problems == []
+    labels = dict((n, fake.state()["nodes"][n]["labels"]) for n in ("gpu-a100-01", "gpu-t4-01"))
+    for name, plan in expected["nodes"].items():
+        assert dict(labels[name], **plan["labels"]) == labels[name], name
+    values = _release(fake.calls("helm"), "nvidia-device-plugin")["release_values"]
+    configs = dict((name, yaml.safe_load(text)) for name, text in values["config"]["map"].items())
+    assert configs == dict(expected["device_plugin_configs"], exclusive=configs["exclusive"])
+
+
+def test_a_bad_node_config_is_named_and_the_cluster_untouched(tmp_path):
+    nodes = [PLAIN_NODES[0], dict(PLAIN_NODES[1], sharing={"strategy": "time-slicing", "replicas": 1})]
+    fake = plain_cluster(tmp_path, nodes)
+    before = fake.state_path.read_text()
+    proc, _ = fake.run("--limit", "gpu-a100-01")
+    assert proc.returncode != 0
+    assert "gpu_device_plugin_nodes[1].sharing.replicas: must be an integer >= 2" in proc.stdout
+    assert fake.calls() == [] and fake.state_path.read_text() == before

@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 
+from testlib import FAKES  # noqa: E402  (the fakes' one home)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KUBECTL = os.path.join(REPO, "tests", "fakes", "bin", "kubectl")
+KUBECTL = os.path.join(FAKES, "bin", "kubectl")
 
 
 def kubectl(env, *argv):

@@ -12,8 +12,10 @@ import urllib.request
 
 import pytest
 
+from testlib import FAKES  # noqa: E402  (the fakes' one home)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAKE_BIN = os.path.join(REPO, "tests", "fakes", "bin")
+FAKE_BIN = os.path.join(FAKES, "bin")
 FAKE_KUBELET = os.path.join(FAKE_BIN, "fake-kubelet")
 SYSTEMCTL = os.path.join(FAKE_BIN, "systemctl")
 

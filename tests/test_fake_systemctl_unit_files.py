@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 
+from testlib import FAKES  # noqa: E402  (the fakes' one home)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SYSTEMCTL = os.path.join(REPO, "tests", "fakes", "bin", "systemctl")
+SYSTEMCTL = os.path.join(FAKES, "bin", "systemctl")
 
 
 def test_unit_file_on_disk_defines_the_unit(tmp_path):

@@ -15,8 +15,9 @@ import sys
 import pytest
 import yaml
 
+from testlib import FAKES  # noqa: E402  (the fakes' one home)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAKES = os.path.join(REPO, "tests", "fakes")
 STUBS = os.path.join(REPO, "tests", "stubs")
 sys.path.insert(0, os.path.join(FAKES, "python"))
 import pynvml as fake_pynvml  # noqa: E402  (the fake)

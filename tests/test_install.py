@@ -40,3 +40,13 @@ def test_ansible_galaxy_verify_accepts_the_installed_collection(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert os.path.join(SITE, "ansible_collections", "gpuprov", "gpu") in run.stdout
     assert "Successfully verified" in run.stdout
+
+
+@pytest.mark.skipif(not os.path.exists(INSTALLED),
+                    reason="gpuprov is not pip-installed in this environment (scripts/setup.sh installs it)")
+def test_the_test_kit_is_installed_with_its_fakes():
+    role = os.path.join(SITE, "ansible_collections", "gpuprov", "gpu", "roles", "fake_gpu_node")
+    for name in ("README.md", "meta/argument_specs.yml", "tasks/main.yml", "files/bin/nvidia-smi",
+                 "files/bin/nvidia-cuda-mps-control", "files/bin/systemctl", "files/bin/fake-kubelet",
+                 "files/python/pynvml.py", "files/kubelet/config.yaml"):
+        assert os.path.isfile(os.path.join(role, name)), name

@@ -20,7 +20,7 @@ import yaml
 from testlib import FAKES, REPO
 
 sys.path.insert(0, os.path.join(FAKES, "python"))
-import pynvml as fake_pynvml  # noqa: E402  (the fake: tests/fakes/python comes first)
+import pynvml as fake_pynvml  # noqa: E402  (the fake: roles/fake_gpu_node/files/python comes first)
 
 
 MODULE_UTILS = os.path.join(REPO, "collections", "ansible_collections", "gpuprov", "gpu", "plugins", "module_utils")

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from testlib import REPO
+from testlib import FAKES, REPO
 
-sys.path.insert(0, os.path.join(REPO, "tests", "fakes"))
+sys.path.insert(0, FAKES)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import dcgm_exporter  # noqa: E402

@@ -7,7 +7,7 @@ node's folder under DIR/nodes/<name>/rootfs, so every node has its own /var/lib/
 /etc/systemd/system, MPS pipe directories, fake GPU state and fake sysfs tree, while the
 rest of the file system (the repository, the virtualenv) is shared.
 
-sshd passes the fake-tool variables of tests/fakes/README.md to every session with SetEnv,
+sshd passes the fake-tool variables of roles/fake_gpu_node/README.md to every session with SetEnv,
 so a module that Ansible runs on a node imports the fake pynvml and finds the node's state.
 
 Command line (run as root, from anywhere):
@@ -47,8 +47,8 @@ import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FAKES_BIN = REPO_ROOT / "tests" / "fakes" / "bin"
-FAKES_PYTHON = REPO_ROOT / "tests" / "fakes" / "python"
+FAKES_BIN = REPO_ROOT / "roles" / "fake_gpu_node" / "files" / "bin"
+FAKES_PYTHON = REPO_ROOT / "roles" / "fake_gpu_node" / "files" / "python"
 FAKE_PYNVML = FAKES_PYTHON / "pynvml.py"
 DEFAULT_FLEET_DIR = REPO_ROOT / ".fleet"
 
@@ -316,7 +316,7 @@ def parse_nodes_arg(value):
 
 
 def _load_fake_pynvml():
-    """The fake pynvml of tests/fakes/python, under a private name so that the harness
+    """The fake pynvml of roles/fake_gpu_node/files/python, under a private name so that the harness
     process keeps whatever `pynvml` it imports itself."""
     name = "_gpuprov_fleet_fake_pynvml"
     if name in sys.modules:
@@ -541,7 +541,7 @@ KUBEADM_FLAGS_ENV = (
 CPU_MANAGER_STATE_NONE = '{"policyName":"none","defaultCpuSet":"","checksum":1353318690}'
 
 # The fake systemd of a node that `kubeadm join` set up: the kubelet runs and is enabled.
-# Format: tests/fakes/bin/systemctl (units seeded by writing its state file).
+# Format: roles/fake_gpu_node/files/bin/systemctl (units seeded by writing its state file).
 KUBELET_STATUS = f"{FAKE_ROOT}/kubelet-status.json"
 KUBELET_HEALTHZ_PORT = 10248
 KUBELET_BOOT = ["fake-kubelet", "boot", "--config", "/var/lib/kubelet/config.yaml",
@@ -589,7 +589,7 @@ def _write_profile_d(target):
 
 
 def node_environment(name):
-    """Variables sshd sets in every session of node `name` (see tests/fakes/README.md)."""
+    """Variables sshd sets in every session of node `name` (see roles/fake_gpu_node/README.md)."""
     return {
         "PATH": f"{FAKES_BIN}:{SYSTEM_PATH}",
         "PYTHONPATH": str(FAKES_PYTHON),

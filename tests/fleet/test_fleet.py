@@ -309,7 +309,7 @@ def test_python_on_a_node_sees_its_own_fake_gpus(running_fleet):
 
 @fleet_test
 @pytest.mark.skipif(not (fleetlib.FAKES_BIN / "systemctl").is_file(),
-                    reason="needs the fake systemctl in tests/fakes/bin")
+                    reason="needs the fake systemctl in roles/fake_gpu_node/files/bin")
 def test_each_node_runs_a_kubelet_in_its_own_fake_systemd(running_fleet):
     first = running_fleet.nodes[0]
 

@@ -29,8 +29,11 @@ def model_of(gpu, models_catalog=None):
     return None
 
 
-def hardware_mismatch(plan, facts, models_catalog=None):
-    """A sentence when the node's GPUs are not those the inventory declares, else None."""
+def hardware_mismatch(plan, facts, models_catalog=None, declared_by="the inventory"):
+    """A sentence when the node's GPUs are not those the inventory declares, else None.
+
+    ``declared_by`` says who declared them, e.g. the role variables of a plain input.
+    """
     if not facts.get("driver_available", False):
         return "NVML is not usable on the node: %s" % (facts.get("driver_error") or "unknown reason")
     live = facts.get("gpus") or []
@@ -42,7 +45,7 @@ def hardware_mismatch(plan, facts, models_catalog=None):
         else:
             found.append(model_of(gpu, models_catalog) or "%s (%s, not in the catalog)" % (gpu.get("name"), gpu.get("pci_device_id")))
     if found != planned:
-        return "the inventory declares %s but the node has %s" % (_describe(planned), _describe(found))
+        return "%s declares %s but the node has %s" % (declared_by, _describe(planned), _describe(found))
     return None
 
 

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A fake MPS node for the mps tests: fake NVML GPUs plus the fake nvidia-cuda-mps-control.
 
-The fakes live in the repository's tests/fakes (see its README), named by
+The fakes live in roles/fake_gpu_node/files (see that role's README), named by
 ``GPUPROV_FAKES_DIR`` (see fakes_dir.py); tests that need them skip when the collection runs
 outside the repository.
 """
@@ -131,7 +131,7 @@ class MpsNode:
 @pytest.fixture
 def mps_node(tmp_path, monkeypatch):
     if FAKES is None:
-        pytest.skip("GPUPROV_FAKES_DIR names no tests/fakes folder: the collection runs outside its repository")
+        pytest.skip("GPUPROV_FAKES_DIR names no folder of fakes: the collection runs outside its repository")
 
     def make(gpus=(("H100-80GB", 2),)):
         return MpsNode(tmp_path, monkeypatch, list(gpus))

@@ -3,11 +3,11 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A fake GPU node for the NVML, MIG and facts tests.
 
-The fake ``pynvml`` and ``nvidia-smi`` live in the repository's tests/fakes (see its README),
+The fake ``pynvml`` and ``nvidia-smi`` live in roles/fake_gpu_node/files (see that role's README),
 named by ``GPUPROV_FAKES_DIR`` (see fakes_dir.py).
-Importing this file puts tests/fakes/python first on sys.path so product code's
+Importing this file puts roles/fake_gpu_node/files/python first on sys.path so product code's
 ``import pynvml`` finds the fake; the ``fake_node`` fixture points the fakes at a state file
-under the test's tmp_path and tests/fakes/bin first on PATH.
+under the test's tmp_path and roles/fake_gpu_node/files/bin first on PATH.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -112,7 +112,7 @@ class FakeNode:
 @pytest.fixture
 def fake_node(tmp_path, monkeypatch):
     if FAKES is None:
-        pytest.skip("GPUPROV_FAKES_DIR names no tests/fakes folder: the collection runs outside its repository")
+        pytest.skip("GPUPROV_FAKES_DIR names no folder of fakes: the collection runs outside its repository")
     return FakeNode(tmp_path, monkeypatch)
 
 

@@ -27,7 +27,7 @@ def test_a_folder_without_the_fake_is_not_used(tmp_path, monkeypatch):
 
 
 def test_nothing_is_searched_when_unset(monkeypatch, tmp_path):
-    # From inside a repository checkout, a search up the tree would find tests/fakes.
+    # From inside a repository checkout, a search up the tree would find the fakes.
     monkeypatch.delenv(FAKES_DIR_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     assert fakes_dir(os.path.join("python", "pynvml.py")) is None

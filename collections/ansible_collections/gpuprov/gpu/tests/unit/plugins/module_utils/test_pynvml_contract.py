@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuprov maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The contract between the fake pynvml (tests/fakes/python) and the real nvidia-ml-py.
+"""The contract between the fake pynvml (roles/fake_gpu_node/files/python) and the real nvidia-ml-py.
 
 The fake may only be as kind as the real module: same names, constants, signatures, struct
 fields and exception classes. The last tests run the *real* nvidia-ml-py wrappers over a stub
@@ -58,7 +58,7 @@ def real():
 @pytest.fixture(scope="module")
 def fake():
     if FAKES is None:
-        pytest.skip("tests/fakes not found: the collection runs outside its repository")
+        pytest.skip("the fakes not found: the collection runs outside its repository")
     return _load("_contract_fake_pynvml", os.path.join(FAKES, "python", "pynvml.py"))
 
 

@@ -175,6 +175,7 @@ class NVMLLibraryMismatchError(Exception):
     """nvidia-ml-py raises this (not an NVMLError) from wrappers marked throwOnVersionMismatch,
     e.g. nvmlDeviceGetComputeRunningProcesses, when libnvidia-ml lacks the versioned symbol."""
 
+
 class NVMLError(Exception):
     _valClassMapping = dict()
     _errcode_to_string = {
@@ -469,7 +470,9 @@ def _model_spec(key):
     try:
         from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
     except ImportError:
-        root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "collections"))
+        # This file is roles/fake_gpu_node/files/python/ of the collection: seven levels up is the
+        # folder that holds ansible_collections/ (site-packages, or the repository's collections/).
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 7))
         sys.path.insert(0, root)
         from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
     model = catalog.get(key)
@@ -604,7 +607,7 @@ def _pid_alive(pid):
 
 
 def _unit_active(unit):
-    """Whether the fake systemctl (tests/fakes/bin/systemctl) has ``unit`` active."""
+    """Whether the fake systemctl (roles/fake_gpu_node/files/bin/systemctl) has ``unit`` active."""
     path = os.environ.get("GPUPROV_FAKE_SYSTEMD_STATE")
     if not path or not os.path.exists(path):
         return False
@@ -1293,7 +1296,6 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
     _fill(placementsRef, countRef, prof["placements"],
           lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
     return NVML_SUCCESS
-
 
 
 def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
