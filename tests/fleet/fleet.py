@@ -961,7 +961,8 @@ class Fleet:
                 shutil.copytree(path, node.private_path(path), symlinks=True, dirs_exist_ok=True)
         spec = node.spec
         nvml = initial_nvml_state(node.name, spec.gpus, spec.numa_nodes)
-        _write_file(node.private_path(f"{FAKE_ROOT}/nvml.json"), json.dumps(nvml, indent=1) + "\n")
+        # The fake pynvml's own format: an NVML session that changes nothing leaves the same bytes.
+        _write_file(node.private_path(f"{FAKE_ROOT}/nvml.json"), json.dumps(nvml, indent=1, sort_keys=True) + "\n")
         write_fake_sysfs(node.private_path(FAKE_SYSFS), spec, nvml["gpus"])
         _write_file(node.private_path(f"{FAKE_ROOT}/systemd.json"),
                     json.dumps(INITIAL_SYSTEMD_STATE, indent=2) + "\n")

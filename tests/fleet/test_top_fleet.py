@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -104,20 +103,31 @@ def test_a_wrong_host_key_is_refused_and_named(top_fleet, tmp_path):
 @fleet_test
 def test_a_node_that_dies_mid_stream_shows_unreachable_and_the_rest_go_on(top_fleet):
     fleet, _ = top_fleet
+    frame_count = 20
     proc = subprocess.Popen([sys.executable, "-m", "gpuprov", "top", "-i", str(fleet.inventory), "--interval", "1",
-                             "--frames", "8"], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             "--frames", str(frame_count)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    out_lines = []
+    killed = False
     try:
-        time.sleep(4)
-        fleet.kill_node("t4")
-        out, err = proc.communicate(timeout=60)
+        # Kill t4 once a frame has shown every node (on a loaded machine the first SSH
+        # connections take a while), then let top run out its frames.
+        for line in proc.stdout:
+            out_lines.append(line)
+            if not killed and line.strip() == "3 ok":
+                fleet.kill_node("t4")
+                killed = True
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
         fleet.start_node("t4")
+    out = "".join(out_lines)
+    assert killed, out + err
     assert proc.returncode == 1, err
     frames = [parse_frame(frame) for frame in out.split("gpuprov top  ")[1:]]
-    assert len(frames) == 8
+    assert len(frames) == frame_count
     # Before the kill every node showed its GPU; after it, t4 is unreachable and the others go on.
     before = next(i for i, frame in enumerate(frames) if frame["summary"] == "3 ok")
     assert frames[before]["rows"]["t4"][0][:3] == ["0", "Tesla T4", "0%"]

@@ -461,8 +461,11 @@ def mutate_state(path=None):
     with _locked(path, exclusive=True):
         with open(path) as handle:
             state = json.load(handle)
+        before = json.dumps(state, sort_keys=True)
         yield state
-        _write(path, state)
+        # A call that changed nothing leaves the file as it was (a read never touches the GPU).
+        if json.dumps(state, sort_keys=True) != before:
+            _write(path, state)
 
 
 def _model_spec(key):
