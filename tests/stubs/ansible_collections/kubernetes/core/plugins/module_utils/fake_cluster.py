@@ -58,3 +58,198 @@ AUTH_ARGS = dict(
     validate_certs=dict(type="bool", aliases=["verify_ssl"]),
     ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
 )
+
+
+# -- Pods, drains and the device plugin's pods -------------------------------------------------
+# Added state (all optional in the JSON file):
+#   nodes[NAME]: {"unschedulable": bool, "gpu": bool (the chart's DaemonSets run there),
+#                 "devices": {resource: count} (what the plugin would advertise if it started
+#                 now), "allocatable": {resource: "count"} (what the Node shows)}
+#   pods["NS/NAME"]: {"nodeName", "labels", "annotations", "owner": {"kind", "name"} or null,
+#                     "emptyDir": bool, "phase": "Running", "terminationSeconds": int}
+#   pdbs["NS/NAME"]: {"selector": {labels}, "disruptionsAllowed": int,
+#                     "refusalsBeforeReady": int or null: after that many refused evictions a
+#                     replacement pod is ready elsewhere and one disruption is allowed; null: never}
+#   daemonset_pods["NS/DS"]: {node: restart generation} for the device plugin chart's DaemonSets.
+# A pod under eviction keeps running for its terminationSeconds (grace period); the stub has no
+# clock, so k8s_drain's wait_timeout is what "passes" while it waits.
+
+# The chart's DaemonSets: (component, name suffix). The plugin's name is the chart's fullname;
+# GFD and the MPS control daemon append these suffixes (NVIDIA/k8s-device-plugin v0.20.0
+# deployments/helm/nvidia-device-plugin/templates/daemonset-gfd.yml and
+# daemonset-mps-control-daemon.yml; UNVERIFIED: the suffixes were not read from the tag itself).
+CHART_DAEMONSETS = (("device-plugin", ""), ("gpu-feature-discovery", "-gpu-feature-discovery"),
+                    ("mps-control-daemon", "-mps-control-daemon"))
+# Set by the DaemonSet controller on every pod it creates (k8s.io/api extensions/v1beta1
+# DaemonSetTemplateGenerationKey; pkg/controller/daemon/util CreatePodTemplate).
+TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+
+
+def ensure_pod_state(state):
+    for key in ("pods", "pdbs", "daemonset_pods"):
+        state.setdefault(key, {})
+    return state
+
+
+def node_object(name, node):
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node.get("labels") or {}},
+           "spec": {}, "status": {"allocatable": dict(node.get("allocatable") or {})}}
+    if node.get("unschedulable"):
+        obj["spec"]["unschedulable"] = True
+    return obj
+
+
+def selector_matches(selector, labels):
+    """A label selector as kubectl and the API server read it: k=v, k!=v, k, !k, comma = and."""
+    for term in [t.strip() for t in ",".join(selector or []).split(",") if t.strip()]:
+        if term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def field_matches(selectors, pod):
+    for term in [t.strip() for t in ",".join(selectors or []).split(",") if t.strip()]:
+        key, value = term.split("=", 1)
+        if key != "spec.nodeName":
+            raise ValueError("fake cluster: field selector %s is not implemented" % key)
+        if pod["nodeName"] != value:
+            return False
+    return True
+
+
+def _release_of(state, namespace, ds_name):
+    for key, release in state["releases"].items():
+        if key.split("/", 1)[0] == namespace and release.get("chart") == "nvidia-device-plugin":
+            fullname = release.get("daemonset")
+            for component, suffix in CHART_DAEMONSETS:
+                if fullname and ds_name == fullname + suffix:
+                    return release, component
+    return None, None
+
+
+def node_config(state, release, node_name):
+    """The config a node's plugin loads: its label, else config.default (config-manager)."""
+    values = release.get("values") or {}
+    label = (state["nodes"].get(node_name, {}).get("labels") or {}).get(CONFIG_LABEL)
+    return label if label is not None else (values.get("config") or {}).get("default")
+
+
+def config_available(state, release, node_name):
+    """config-manager exits with "specified config ... does not exist" when the node's config is
+    not in the map (NVIDIA/k8s-device-plugin v0.20.0 cmd/config-manager/main.go): the pod's init
+    container then crash-loops and the node has no device plugin."""
+    config_map = ((release.get("values") or {}).get("config") or {}).get("map") or {}
+    return node_config(state, release, node_name) in config_map
+
+
+def _runs_on(state, release, component, node_name):
+    node = state["nodes"][node_name]
+    if not node.get("gpu"):
+        return False
+    if component == "mps-control-daemon":
+        # nodeSelector nvidia.com/mps.capable=true, which GFD sets when the config shares by MPS.
+        config_map = ((release.get("values") or {}).get("config") or {}).get("map") or {}
+        return "mps:" in (config_map.get(node_config(state, release, node_name)) or "")
+    return True
+
+
+def start_plugin(state, node_name):
+    """The plugin (re)starts on a node: it advertises what the node's GPUs offer now."""
+    node = state["nodes"][node_name]
+    if "devices" in node:
+        node["allocatable"] = dict((k, str(v)) for k, v in node["devices"].items())
+
+
+def roll_daemonsets(state, namespace, fullname, nodes=None):
+    """The chart's DaemonSets restart their pods (a new pod template, or the first install)."""
+    ensure_pod_state(state)
+    for _component, suffix in CHART_DAEMONSETS:
+        generations = state["daemonset_pods"].setdefault("%s/%s" % (namespace, fullname + suffix), {})
+        for node_name in state["nodes"]:
+            if nodes is None or node_name in nodes:
+                generations[node_name] = generations.get(node_name, 0) + 1
+    for node_name in state["nodes"]:
+        if nodes is None or node_name in nodes:
+            start_plugin(state, node_name)
+
+
+def daemonset_pods(state):
+    """{"NS/NAME": pod} for the pods the chart's DaemonSets run now."""
+    ensure_pod_state(state)
+    pods = {}
+    for ds_key, generations in sorted(state["daemonset_pods"].items()):
+        namespace, ds_name = ds_key.split("/", 1)
+        release, component = _release_of(state, namespace, ds_name)
+        if release is None:
+            continue
+        for node_name, generation in sorted(generations.items()):
+            if node_name not in state["nodes"] or not _runs_on(state, release, component, node_name):
+                continue
+            # Each of the chart's pods starts with config-manager as init container.
+            ready = config_available(state, release, node_name)
+            pods["%s/%s-%s-%d" % (namespace, ds_name, node_name, generation)] = {
+                "nodeName": node_name, "owner": {"kind": "DaemonSet", "name": ds_name}, "emptyDir": True,
+                "labels": {"app.kubernetes.io/name": component if component != "device-plugin" else "nvidia-device-plugin",
+                           "app.kubernetes.io/instance": release.get("release_name", ""),
+                           TEMPLATE_GENERATION_LABEL: str(generation)},
+                "phase": "Running", "ready": ready, "_daemonset": ds_key}
+    return pods
+
+
+def all_pods(state):
+    pods = dict(ensure_pod_state(state)["pods"])
+    pods.update(daemonset_pods(state))
+    return pods
+
+
+def pod_object(key, pod):
+    namespace, name = key.split("/", 1)
+    metadata = {"name": name, "namespace": namespace, "labels": dict(pod.get("labels") or {}),
+                "annotations": dict(pod.get("annotations") or {})}
+    if pod.get("owner"):
+        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": pod["owner"]["kind"],
+                                        "name": pod["owner"]["name"], "controller": True}]
+    if pod.get("deleting"):
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    volumes = [{"name": "data", "emptyDir": {}}] if pod.get("emptyDir") else []
+    ready = pod.get("ready", True) and pod.get("phase", "Running") == "Running"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"nodeName": pod["nodeName"], "volumes": volumes},
+            "status": {"phase": pod.get("phase", "Running"),
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def delete_pod(state, key):
+    """Delete a pod; a DaemonSet pod is recreated at once on its node (a plugin restart)."""
+    pods = daemonset_pods(state)
+    if key in pods:
+        pod = pods[key]
+        state["daemonset_pods"][pod["_daemonset"]][pod["nodeName"]] += 1
+        if pod["labels"]["app.kubernetes.io/name"] == "nvidia-device-plugin":
+            start_plugin(state, pod["nodeName"])
+        return True
+    return state["pods"].pop(key, None) is not None
+
+
+def blocking_pdb(state, pod_key, pod):
+    """The PodDisruptionBudget that refuses this pod's eviction now, or None."""
+    for key, pdb in sorted(state["pdbs"].items()):
+        if key.split("/", 1)[0] != pod_key.split("/", 1)[0]:
+            continue
+        if all((pod.get("labels") or {}).get(k) == v for k, v in pdb["selector"].items()):
+            if pdb.get("disruptionsAllowed", 0) > 0:
+                return None
+            return key
+    return None

@@ -11,6 +11,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
 
 
+def delete_pod(module):
+    """state=absent of one Pod by kind/name/namespace; a DaemonSet's pod comes back at once."""
+    params = module.params
+    if not params["name"] or not params["namespace"]:
+        module.fail_json(msg="fake cluster: deleting a Pod needs name and namespace")
+    state = fake_cluster.load(module)
+    key = "%s/%s" % (params["namespace"], params["name"])
+    exists = key in fake_cluster.all_pods(state)
+    if exists and not module.check_mode:
+        fake_cluster.delete_pod(state, key)
+        fake_cluster.save(state)
+    # kubernetes.core: deleting an object that is not there is not a change and not an error.
+    module.exit_json(changed=exists, result={}, method="delete")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -32,6 +47,8 @@ def main():
     )
     fake_cluster.record(module, "kubernetes.core.k8s")
     definition = module.params["definition"]
+    if module.params["state"] == "absent" and module.params["kind"] == "Pod" and definition is None:
+        delete_pod(module)
     if module.params["state"] != "patched" or not isinstance(definition, dict):
         module.fail_json(msg="fake cluster: only state=patched with a definition mapping is implemented")
     if definition.get("kind") != "Node" or definition.get("apiVersion") != "v1":
@@ -55,6 +72,9 @@ def main():
     changed = after != before
     if changed and not module.check_mode:
         node["labels"] = after
+        if before.get(fake_cluster.CONFIG_LABEL) != after.get(fake_cluster.CONFIG_LABEL):
+            # config-manager follows the label and restarts the plugin with the new config.
+            fake_cluster.start_plugin(fake_cluster.ensure_pod_state(state), metadata["name"])
         fake_cluster.save(state)
     result = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": metadata["name"], "labels": after}}
     module.exit_json(changed=changed, method="patch", result=result,
