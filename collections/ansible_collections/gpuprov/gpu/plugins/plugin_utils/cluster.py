@@ -149,6 +149,59 @@ def device_plugin_configmap(nodes, configs, default_config=DEFAULT_CONFIG, name=
     }
 
 
+def live_config_map(release_values):
+    """{name: config} of a deployed device plugin release's ``config.map`` (helm_info values).
+
+    A value that is not a YAML mapping is kept as None: its name is known, its content is not
+    gpuprov's to rewrite.
+    """
+    result = {}
+    for name, text in sorted((((release_values or {}).get("config") or {}).get("map") or {}).items()):
+        try:
+            config = yaml.safe_load(text) if isinstance(text, str) else text
+        except yaml.YAMLError:
+            config = None
+        result[name] = config if isinstance(config, dict) else None
+    return result
+
+
+def config_sets(nodes, configs, inventory_configs=None, live_values=None, live_nodes=None, node_name_map=None):
+    """The device plugin configs of the three steps of a cluster-side run.
+
+    The ConfigMap is cluster-wide and config-manager exits when a node's label names a config
+    that is not in it (NVIDIA/k8s-device-plugin v0.20.0, cmd/config-manager/main.go), so a run
+    limited to some hosts must keep what other nodes use:
+
+    - ``install``: the planned configs (``configs``), every config an inventory node names
+      (``inventory_configs``, also of hosts outside ``--limit``), and every config of the
+      deployed release (``live_values``), so no node loses its config while labels change;
+    - ``final``: after relabelling, what any inventory node or any live node label
+      (``live_nodes``: Node objects, the planned nodes counted with their new label) names;
+    - ``unknown``: "NODE: reason" for live nodes whose label names a config no one has.
+
+    Returns {"install": {...}, "final": {...}, "unknown": [...]}.
+    """
+    planned = dict(inventory_configs or {})
+    planned.update(configs or {})
+    live = live_config_map(live_values)
+    install = dict((name, config) for name, config in live.items() if config is not None)
+    install.update(planned)
+    relabelled = dict((name, nodes[host]["device_plugin"]["config_name"])
+                      for host, name in node_names(nodes, node_name_map).items())
+    final, unknown = dict(planned), []
+    for node in live_nodes or []:
+        name = (node.get("metadata") or {}).get("name")
+        label = relabelled.get(name, ((node.get("metadata") or {}).get("labels") or {}).get(CONFIG_LABEL))
+        if label is None or label in final:
+            continue
+        if live.get(label) is not None:
+            final[label] = live[label]
+        else:
+            unknown.append("%s: its label %s=%s names a config that neither the inventory nor the deployed release "
+                           "has; its device plugin cannot start (config-manager exits)" % (name, CONFIG_LABEL, label))
+    return {"install": dict(sorted(install.items())), "final": dict(sorted(final.items())), "unknown": unknown}
+
+
 # -- node labels -----------------------------------------------------------------------------
 def node_names(nodes, node_name_map=None):
     """{inventory host: Kubernetes node name}; hosts default to their own name."""
@@ -234,14 +287,20 @@ def needs_cpu_manager_compat(nodes):
 
 
 def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_repository=None, image_tag=None,
-                         image_pull_secrets=(), compat_with_cpu_manager="auto", extra_values=None):
+                         image_pull_secrets=(), compat_with_cpu_manager="auto", extra_values=None,
+                         rollout_configs=None):
     """Values for the nvidia-device-plugin chart (0.20.0).
 
     Only chart-level keys that do not override the per-node configs are set: a value such as
     ``migStrategy`` becomes an environment variable, and the plugin ranks environment over
     its config file, which would force one MIG strategy on every node.
+
+    ``rollout_configs``: the configs the pod-template digest covers (default: ``configs``).
+    The role installs a union of old and new configs first and prunes later; both steps pass
+    the pruned set here, so the prune (configs no node names) does not roll the DaemonSet again.
     """
     data = config_map_data(nodes, configs, default_config)
+    digest_data = data if rollout_configs is None else config_map_data(nodes, rollout_configs, default_config)
     values = {
         "config": {"map": data, "default": default_config},
         # GFD labels (gpu.product, gpu.replicas, mig.capable, mps.capable...) drive scheduling
@@ -252,7 +311,7 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
         "nfd": {"enabled": False},
         # A config change changes the pod template, so the DaemonSet rolls and the plugin
         # rereads its configs.
-        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(data)},
+        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(digest_data)},
     }
     if compat_with_cpu_manager not in ("auto", "always", "never"):
         raise ClusterRenderError(["compat_with_cpu_manager must be auto, always or never, got %r"
