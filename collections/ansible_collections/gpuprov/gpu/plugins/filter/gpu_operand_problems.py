@@ -32,6 +32,12 @@ options:
   node_names:
     description: Kubernetes node name per inventory host, where they differ.
     type: dict
+  with_mps:
+    description:
+      - Check the MPS control daemon pods too. V(false) before nodes carry their planned config
+        label: the daemon runs only on nodes whose current config shares by MPS.
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -53,13 +59,13 @@ _value:
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
 
 
-def gpu_operand_problems(pods, plans, fullname, node_names=None):
+def gpu_operand_problems(pods, plans, fullname, node_names=None, with_mps=True):
     pods, plans, node_names = cluster.plain_data([pods, plans, node_names])
     names = cluster.node_names(plans, node_names)
     expected = {}
     for host, plan in plans.items():
         components = ["device-plugin", "gpu-feature-discovery"]
-        if "mps" in ((plan.get("device_plugin") or {}).get("config") or {}).get("sharing", {}):
+        if with_mps and "mps" in ((plan.get("device_plugin") or {}).get("config") or {}).get("sharing", {}):
             components.append("mps-control-daemon")
         expected[names[host]] = components
     return node_rollout.operand_problems(pods, expected, fullname)
