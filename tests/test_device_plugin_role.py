@@ -294,3 +294,100 @@ def test_stub_options_exist_in_the_real_kubernetes_core():
         accepted = set(re.findall(r"^\s{12}(\w+)=dict\(", source, re.M)) | {
             "kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert"}
         assert accepted - documented == set(), (module, accepted - documented)
+
+
+def _limited(fleet, hosts):
+    """The plan of a run limited to ``hosts`` (what `-l` gives the role)."""
+    nodes = dict((h, p) for h, p in fleet["nodes"].items() if h in hosts)
+    configs = dict((p["device_plugin"]["config_name"], p["device_plugin"]["config"]) for p in nodes.values())
+    return {"nodes": nodes, "device_plugin_configs": configs}
+
+
+def test_a_limited_run_keeps_every_config_a_node_names(tmp_path, fleet):
+    """The ConfigMap is cluster-wide: a run limited to one T4 node keeps the configs of the
+    other inventory nodes and of a live node outside the inventory, whose plugin would
+    otherwise crash (config-manager exits on a missing config)."""
+    fake = FakeCluster(tmp_path, fleet)
+    proc, _ = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # A node outside the inventory, labelled with a config of its own that the release holds.
+    state = fake.state()
+    ts2 = "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
+    state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]["ts-2"] = ts2
+    state["nodes"]["gpu-other"] = {"labels": {cluster.CONFIG_LABEL: "ts-2"}, "gpu": True, "devices": {"nvidia.com/gpu": 2}}
+    fake.state_path.write_text(json.dumps(state))
+
+    limited = _limited(fleet, ["gpu-t4-01"])
+    fake.set_plan(limited)
+    inventory_configs = tmp_path / "inventory-configs.json"
+    inventory_configs.write_text(json.dumps({"gpu_device_plugin_inventory_configs": fleet["device_plugin_configs"]}))
+    proc, _ = fake.run("-l", "gpu-t4-01", "-e", "@%s" % inventory_configs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept = fake.state()["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]
+    assert set(kept) == set(fleet["device_plugin_configs"]) | {"exclusive", "ts-2"}
+    pods = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "Pod"]
+    assert pods  # the run waited for the pods
+
+
+def test_a_config_no_node_names_is_pruned_after_relabelling(tmp_path, fleet):
+    fake = FakeCluster(tmp_path, fleet)
+    proc, _ = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = fake.state()
+    release = state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]
+    release["values"]["config"]["map"]["ts-16"] = "version: v1\n"
+    fake.state_path.write_text(json.dumps(state))
+    proc, _ = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    maps = [sorted(c["params"]["release_values"]["config"]["map"]) for c in fake.calls("helm")
+            if c["params"]["chart_ref"].endswith("/nvidia-device-plugin")]
+    # Kept through the relabelling, pruned after it.
+    assert "ts-16" in maps[0] and "ts-16" not in maps[-1]
+    assert "ts-16" not in fake.state()["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]
+
+
+def test_the_rollout_waits_for_each_gpu_nodes_pods_not_a_daemonset_count(tmp_path, fleet):
+    """A GPU node where the chart's pods cannot run (here: the fake schedules none there) fails
+    the run by name; the DaemonSet itself would report ready (0 desired, 0 ready)."""
+    fake = FakeCluster(tmp_path, fleet)
+    state = json.loads(fake.state_path.read_text())
+    state["nodes"]["gpu-t4-04"]["gpu"] = False
+    fake.state_path.write_text(json.dumps(state))
+    proc, _ = fake.run()
+    assert proc.returncode != 0
+    assert ("gpu-t4-04: no device-plugin pod (DaemonSet nvidia-device-plugin) on the node; gpu-t4-04: no "
+            "gpu-feature-discovery pod (DaemonSet nvidia-device-plugin-gpu-feature-discovery) on the node") in proc.stdout
+    assert "gpu-t4-01" not in proc.stdout.split("not ready after")[1].split("See")[0]
+
+
+def test_the_mps_node_needs_its_mps_daemon_pod_and_allocatable(tmp_path, fleet):
+    fake = FakeCluster(tmp_path, fleet)
+    state = json.loads(fake.state_path.read_text())
+    # The L40S node's plugin advertises whole GPUs, not its 8 MPS replicas each.
+    state["nodes"]["gpu-l40s-01"]["devices"] = {"nvidia.com/gpu": 4}
+    fake.state_path.write_text(json.dumps(state))
+    proc, _ = fake.run()
+    assert proc.returncode != 0
+    assert "gpu-l40s-01: allocatable nvidia.com/gpu is 4, the plan advertises 32" in proc.stdout
+    pods = fake.state()["daemonset_pods"]
+    assert "gpu-l40s-01" in pods["nvidia-device-plugin/nvidia-device-plugin-mps-control-daemon"]
+
+
+def test_the_stub_cluster_stops_a_plugin_whose_config_is_missing(tmp_path):
+    """config-manager exits when the node's label names a config the map lacks."""
+    sys.path.insert(0, os.path.join(STUBS))
+    try:
+        from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
+    finally:
+        sys.path.pop(0)
+    state = fake_cluster.ensure_pod_state(fake_cluster.empty_state())
+    state["nodes"] = {"a": {"labels": {cluster.CONFIG_LABEL: "ts-4"}, "gpu": True},
+                      "b": {"labels": {cluster.CONFIG_LABEL: "ts-8"}, "gpu": True},
+                      "c": {"labels": {}, "gpu": True}}
+    state["releases"]["nvidia-device-plugin/nvidia-device-plugin"] = {
+        "chart": "nvidia-device-plugin", "daemonset": "nvidia-device-plugin", "release_name": "nvidia-device-plugin",
+        "values": {"config": {"default": "exclusive", "map": {"exclusive": "version: v1\n", "ts-4": "version: v1\n"}}}}
+    fake_cluster.roll_daemonsets(state, "nvidia-device-plugin", "nvidia-device-plugin")
+    ready = dict((pod["nodeName"], pod["ready"]) for pod in fake_cluster.daemonset_pods(state).values()
+                 if pod["labels"]["app.kubernetes.io/name"] == "nvidia-device-plugin")
+    assert ready == {"a": True, "b": False, "c": True}
