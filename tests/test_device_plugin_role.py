@@ -375,11 +375,13 @@ def test_the_mps_node_needs_its_mps_daemon_pod_and_allocatable(tmp_path, fleet):
 
 def test_the_stub_cluster_stops_a_plugin_whose_config_is_missing(tmp_path):
     """config-manager exits when the node's label names a config the map lacks."""
-    sys.path.insert(0, os.path.join(STUBS))
-    try:
-        from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
-    finally:
-        sys.path.pop(0)
+    import importlib.util
+
+    # By file: the in-repo ansible_collections package is imported already and shadows the stubs.
+    spec = importlib.util.spec_from_file_location("fake_cluster", os.path.join(
+        STUBS, "ansible_collections", "kubernetes", "core", "plugins", "module_utils", "fake_cluster.py"))
+    fake_cluster = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake_cluster)
     state = fake_cluster.ensure_pod_state(fake_cluster.empty_state())
     state["nodes"] = {"a": {"labels": {cluster.CONFIG_LABEL: "ts-4"}, "gpu": True},
                       "b": {"labels": {cluster.CONFIG_LABEL: "ts-8"}, "gpu": True},
