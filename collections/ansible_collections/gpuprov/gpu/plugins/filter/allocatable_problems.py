@@ -35,7 +35,7 @@ EXAMPLES = r"""
     kind: Node
     name: gpu-a100-01
   register: node
-  until: node.resources | gpuprov.gpu.allocatable_problems({'gpu-a100-01': plan}) | length == 0
+  until: "node.resources | gpuprov.gpu.allocatable_problems({'gpu-a100-01': plan}) | length == 0"
 """
 
 RETURN = r"""

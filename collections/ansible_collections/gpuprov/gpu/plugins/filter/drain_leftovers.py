@@ -12,7 +12,7 @@ short_description: Pods a drain should have removed from a node and did not
 description:
   - Given a node's pods (C(kubernetes.core.k8s_info) C(resources)), returns C(NAMESPACE/NAME)
     of each pod still there that is not a DaemonSet pod, a mirror (static) pod or a finished pod.
-    A pod being deleted still counts: it holds its GPUs until its containers stop.
+    A pod being deleted still counts, as it holds its GPUs until its containers stop.
 author: gpuprov maintainers (@gpuprov)
 options:
   _input:

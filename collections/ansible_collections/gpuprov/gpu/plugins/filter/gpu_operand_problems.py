@@ -35,7 +35,7 @@ options:
   with_mps:
     description:
       - Check the MPS control daemon pods too. V(false) before nodes carry their planned config
-        label: the daemon runs only on nodes whose current config shares by MPS.
+        label, as the daemon runs only on nodes whose current config shares by MPS.
     type: bool
     default: true
 """
