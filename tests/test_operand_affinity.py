@@ -39,5 +39,5 @@ def test_every_gpu_daemonset_chart_carries_the_pause_affinity():
 
 
 def test_the_charts_share_the_one_helper():
-    assert _terms(cluster.device_plugin_values({}, {})) == _terms(cluster.gpu_operand_affinity())
+    assert cluster.device_plugin_values({}, {})["affinity"] == cluster.gpu_operand_affinity()
     assert dcgm_exporter.operand_affinity() == cluster.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))
