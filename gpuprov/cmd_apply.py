@@ -17,6 +17,9 @@ from gpuprov.runner import parse_waves, run_playbook
 @click.option("--diff", is_flag=True, help="Show what changes (MIG instances kept/destroyed/created, kubelet keys, MPS limits).")
 @click.option("--waves", default="1,10%,100%", show_default=True, metavar="N|P%,...",
               help="Rollout batches: a canary node first, then growing waves. The rollout stops at a failed wave.")
+@click.option("--wave-max-nodes", type=click.IntRange(0), default=5, show_default=True, metavar="N",
+              help="No wave larger than N nodes (0: no cap), so at most N nodes are drained at once "
+              "whatever percentage a wave names; the last wave size repeats until every node ran.")
 @click.option("--max-fail-percentage", type=click.IntRange(0, 100), default=0, show_default=True,
               help="Failed nodes a wave may have (in percent) before the rollout stops.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Drain/uncordon nodes and deploy the cluster side "
@@ -28,7 +31,7 @@ from gpuprov.runner import parse_waves, run_playbook
 @click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
               help="Passed to ansible-playbook -e. Repeatable.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the plan before running.")
-def apply(inventory, limit, catalog_file, check, diff, waves, max_fail_percentage, kubeconfig, kube_context, playbook, forks,
+def apply(inventory, limit, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage, kubeconfig, kube_context, playbook, forks,
           extra_vars, quiet):
     """Converge the nodes of the inventory to their plans.
 
@@ -53,13 +56,14 @@ def apply(inventory, limit, catalog_file, check, diff, waves, max_fail_percentag
     if not quiet:
         click.echo(plan_table(fleet.result))
         click.echo("")
-        click.echo("%s %d node(s) in waves %s ..." % ("Dry run on" if check else "Converging", len(fleet.nodes),
-                                                      ",".join(str(b) for b in batches)))
+        click.echo("%s %d node(s) in waves %s (at most %s at once) ..." % (
+            "Dry run on" if check else "Converging", len(fleet.nodes), ",".join(str(b) for b in batches),
+            wave_max_nodes or "all"))
 
     # Only the planned GPU nodes take part, so the canary wave is a GPU node, not a
     # control-plane host that has nothing to do.
-    variables = {"gpuprov_waves": batches, "gpuprov_max_fail_percentage": max_fail_percentage,
-                 "gpuprov_hosts": ",".join(fleet.nodes)}
+    variables = {"gpuprov_waves": batches, "gpuprov_wave_max_nodes": wave_max_nodes,
+                 "gpuprov_max_fail_percentage": max_fail_percentage, "gpuprov_hosts": ",".join(fleet.nodes)}
     if catalog_file:
         # The node_plan action plans every host with the same models as this plan.
         variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)

@@ -31,8 +31,8 @@ def _yaml_file(name, comment_lines, documents):
     return ExportFile(name, header + body)
 
 
-def _device_plugin_files(cluster, fleet, namespace, default_config):
-    nodes, configs = fleet.result["nodes"], fleet.result["device_plugin_configs"]
+def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
+    nodes = fleet.result["nodes"]
     configmap = cluster.device_plugin_configmap(nodes, configs, default_config=default_config,
                                                 namespace=namespace or cluster.DEVICE_PLUGIN_NAMESPACE)
     patches = cluster.node_label_patches(nodes)
@@ -83,8 +83,8 @@ def _mig_parted_files(cluster, fleet, namespace):
     ]
 
 
-def _helm_values_files(cluster, fleet, namespace, default_config):
-    nodes, configs = fleet.result["nodes"], fleet.result["device_plugin_configs"]
+def _helm_values_files(cluster, fleet, configs, namespace, default_config):
+    nodes = fleet.result["nodes"]
     namespace = namespace or cluster.DEVICE_PLUGIN_NAMESPACE
     plugin_values = cluster.device_plugin_values(nodes, configs, default_config=default_config)
     nfd_ref = cluster.chart_ref(cluster.NFD_CHART_REPO, "nfd", cluster.NFD_CHART_NAME)[0]
@@ -213,15 +213,20 @@ def export(inventory, limit, catalog_file, kind, output_dir, namespace, default_
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
     fleet = load_plans(inventory, limit, catalog_file)
+    configs = dict(fleet.result["device_plugin_configs"])
+    if limit and kind != "mig-parted":
+        # The ConfigMap is cluster-wide: an export for some hosts keeps the configs of every
+        # inventory node (labels are written for the selected hosts only).
+        configs = dict(load_plans(inventory, None, catalog_file).result["device_plugin_configs"], **configs)
     try:
         if kind == "device-plugin":
-            files = _device_plugin_files(cluster, fleet, namespace, default_config)
+            files = _device_plugin_files(cluster, fleet, configs, namespace, default_config)
         elif kind == "mig-parted":
             files = _mig_parted_files(cluster, fleet, namespace)
         elif kind == "hami":
             files = _hami_files(cluster, fleet, namespace)
         else:
-            files = _helm_values_files(cluster, fleet, namespace, default_config)
+            files = _helm_values_files(cluster, fleet, configs, namespace, default_config)
     except cluster.ClusterRenderError as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
 

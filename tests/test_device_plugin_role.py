@@ -47,9 +47,12 @@ class FakeCluster:
         self.log_path = tmp_path / "calls.jsonl"
         self.vars_path = tmp_path / "plan.json"
         nodes = sorted(fleet["nodes"]) if nodes is None else nodes
-        # An unrelated label must survive the merge patch.
+        # An unrelated label must survive the merge patch. GPU nodes run the chart's pods
+        # ("gpu") and their plugin advertises what the GPUs offer now ("devices": as planned).
+        plans = dict((n, fleet["nodes"].get(n.split(".")[0])) for n in nodes)
         self.state_path.write_text(json.dumps({"nodes": dict(
-            (n, {"labels": {"kubernetes.io/hostname": n}}) for n in nodes)}))
+            (n, {"labels": {"kubernetes.io/hostname": n}, "gpu": plans[n] is not None,
+                 "devices": (plans[n] or {}).get("resources", {})}) for n in nodes)}))
         self.set_plan(fleet)
 
     def set_plan(self, fleet):
@@ -62,7 +65,9 @@ class FakeCluster:
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([STUBS, os.path.join(REPO, "collections")]),
                    GPUPROV_FAKE_K8S_STATE=str(self.state_path), GPUPROV_FAKE_CALL_LOG=str(self.log_path),
                    ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(self.tmp_path / "ansible-tmp"))
-        argv = [_ansible_playbook(), "-i", EXAMPLES, PLAYBOOK, "-e", "@%s" % self.vars_path]
+        # The stub cluster answers at once: a pod that is not ready now never will be.
+        argv = [_ansible_playbook(), "-i", EXAMPLES, PLAYBOOK, "-e", "@%s" % self.vars_path,
+                "-e", '{"gpu_device_plugin_wait_timeout": 1, "gpu_device_plugin_wait_delay": 1}']
         if check:
             argv += ["--check", "--diff"]
         proc = subprocess.run(argv + list(extra), cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -102,13 +107,15 @@ def test_check_mode_reports_what_it_would_apply_and_changes_nothing(tmp_path, fl
     assert recap["gpu-a100-01"]["changed"] > 0
     assert all(r["changed"] == 0 and r["failed"] == 0 for h, r in recap.items() if h != "gpu-a100-01")
 
-    # Labels: every planned node, exactly its plan's labels, before any Helm release.
+    # Labels: every planned node, exactly its plan's labels, after the release that holds
+    # their configs (a label naming a config the map lacks stops that node's plugin).
     patches = [c["params"] for c in fake.calls("k8s")]
     assert all(p["state"] == "patched" and p["merge_type"] == ["merge"] for p in patches)
     applied = dict((p["definition"]["metadata"]["name"], p["definition"]["metadata"]["labels"]) for p in patches)
     assert applied == dict((h, plan["labels"]) for h, plan in fleet["nodes"].items())
-    tools = [c["tool"] for c in calls]
-    assert max(i for i, t in enumerate(tools) if t.endswith(".k8s")) < tools.index("kubernetes.core.helm")
+    plugin_install = [i for i, c in enumerate(calls) if c["tool"] == "kubernetes.core.helm"
+                      and c["params"]["chart_ref"].endswith("/nvidia-device-plugin")]
+    assert plugin_install and plugin_install[0] < min(i for i, c in enumerate(calls) if c["tool"].endswith(".k8s"))
 
     helm = fake.calls("helm")
     nfd = _release(helm, "node-feature-discovery")
@@ -134,8 +141,8 @@ def test_check_mode_reports_what_it_would_apply_and_changes_nothing(tmp_path, fl
     assert values["compatWithCPUManager"] is True
     repos = [c["params"] for c in fake.calls("helm_repository")]
     assert [(r["repo_name"], r["repo_url"]) for r in repos] == [("nvdp", "https://nvidia.github.io/k8s-device-plugin")]
-    # The rollout handler does not wait in check mode.
-    assert not [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
+    # No waiting in check mode.
+    assert not [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "Pod"]
 
 
 def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, fleet):
@@ -150,15 +157,17 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     assert "node-feature-discovery/node-feature-discovery" in state["releases"]
     daemonset = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]
     first_hash = daemonset["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION]
-    waits = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
-    assert [(w["params"]["name"], w["params"]["wait"]) for w in waits] == [("nvidia-device-plugin", True)]
+    # The pods of every GPU node are read (before and after relabelling), not a DaemonSet's count.
+    waits = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "Pod"]
+    assert [w["params"]["namespace"] for w in waits] == ["nvidia-device-plugin"] * 2
 
     # Nothing to do: nothing changes, nothing restarts.
     proc, recap = fake.run()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all(r["changed"] == 0 for r in recap.values()), recap
     assert fake.state()["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["revision"] == 1
-    assert not [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
+    assert [c["params"]["release_values"]["config"]["map"].keys() for c in fake.calls("helm")
+            if c["params"]["chart_ref"].endswith("/nvidia-device-plugin")] == [release["values"]["config"]["map"].keys()]
 
     # T4 nodes move from 4 to 8 time-slicing replicas: new config, new labels, the plugin rolls.
     changed = json.loads(json.dumps(fleet))
@@ -178,12 +187,24 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     assert state["nodes"]["gpu-t4-01"]["labels"][cluster.CONFIG_LABEL] == "ts-8"
     assert state["nodes"]["gpu-a100-01"]["labels"][cluster.CONFIG_LABEL] == "mig-mixed"
     release = state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]
-    assert release["revision"] == 2 and "ts-8" in release["values"]["config"]["map"]
+    # Revision 2 held ts-4 and ts-8 while the T4 nodes were relabelled; revision 3 pruned ts-4.
+    assert release["revision"] == 3 and "ts-8" in release["values"]["config"]["map"]
     assert "ts-4" not in release["values"]["config"]["map"]
+    installs = [c["params"]["release_values"] for c in fake.calls("helm")
+                if c["params"]["chart_ref"].endswith("/nvidia-device-plugin")]
+    assert [sorted(v["config"]["map"]) for v in installs] == [
+        ["exclusive", "mig-mixed", "mig-mixed-ts-4-8bd8a4fa", "mps-8", "ts-4", "ts-8"],
+        ["exclusive", "mig-mixed", "mig-mixed-ts-4-8bd8a4fa", "mps-8", "ts-8"]]
+    calls = fake.calls()
+    order = [(c["tool"].split(".")[-1], len(c["params"].get("release_values", {}).get("config", {}).get("map", {})))
+             for c in calls if c["tool"] in ("kubernetes.core.helm", "kubernetes.core.k8s")
+             and "node-feature-discovery" not in c["params"].get("chart_ref", "")]
+    assert order[0] == ("helm", 6) and order[-1] == ("helm", 5) and set(order[1:-1]) == {("k8s", 0)}
+    # The pruning upgrade does not roll the DaemonSet a second time: both carry the same digest.
+    assert installs[0]["podAnnotations"] == installs[1]["podAnnotations"]
     new_hash = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]["podAnnotations"][
         cluster.CONFIG_HASH_ANNOTATION]
     assert new_hash != first_hash
-    assert [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "DaemonSet"]
     # NFD's values did not change, so its release is left alone.
     assert state["releases"]["node-feature-discovery/node-feature-discovery"]["revision"] == 1
 
@@ -266,7 +287,7 @@ def test_stub_options_exist_in_the_real_kubernetes_core():
     if real is None:
         pytest.skip("kubernetes.core (the ansible package) is not installed")
     stub_dir = os.path.join(STUBS, "ansible_collections", "kubernetes", "core", "plugins", "modules")
-    for module in ("helm", "helm_repository", "k8s", "k8s_info"):
+    for module in ("helm", "helm_info", "helm_repository", "k8s", "k8s_info", "k8s_drain"):
         doc = get_docstring(os.path.join(real, module + ".py"), fragment_loader, collection_name="kubernetes.core")[0]
         documented = set(doc["options"])
         for spec in doc["options"].values():
@@ -331,12 +352,15 @@ def test_device_plugin_playbook_plans_hami_and_nvidia_nodes(tmp_path):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     state = tmp_path / "cluster.json"
-    state.write_text(json.dumps({"nodes": dict((h, {"labels": {}}) for h in HAMI_HOSTS)}))
+    state.write_text(json.dumps({"nodes": dict((h, {"labels": {}, "gpu": True}) for h in HAMI_HOSTS)}))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([STUBS, os.path.join(REPO, "collections")]),
                GPUPROV_FAKE_K8S_STATE=str(state), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
     proc = subprocess.run([_ansible_playbook(), "-i", str(inventory), "gpuprov.gpu.device_plugin",
-                           "-e", "gpuprov_kubeconfig=%s" % (tmp_path / "kubeconfig")],
+                           "-e", "gpuprov_kubeconfig=%s" % (tmp_path / "kubeconfig"),
+                           # Plugin pods are checked; these nodes' devices are not modelled.
+                           "-e", "gpu_device_plugin_wait_allocatable=false", "-e", "gpu_device_plugin_wait_delay=1",
+                           "-e", "gpu_device_plugin_wait_timeout=5"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cluster_state = json.loads(state.read_text())
@@ -401,3 +425,102 @@ def test_a_bad_node_config_is_named_and_the_cluster_untouched(tmp_path):
     assert proc.returncode != 0
     assert "gpu_device_plugin_nodes[1].sharing.replicas: must be an integer >= 2" in proc.stdout
     assert fake.calls() == [] and fake.state_path.read_text() == before
+
+
+def _limited(fleet, hosts):
+    """The plan of a run limited to ``hosts`` (what `-l` gives the role)."""
+    nodes = dict((h, p) for h, p in fleet["nodes"].items() if h in hosts)
+    configs = dict((p["device_plugin"]["config_name"], p["device_plugin"]["config"]) for p in nodes.values())
+    return {"nodes": nodes, "device_plugin_configs": configs}
+
+
+def test_a_limited_run_keeps_every_config_a_node_names(tmp_path, fleet):
+    """The ConfigMap is cluster-wide: a run limited to one T4 node keeps the configs of the
+    other inventory nodes and of a live node outside the inventory, whose plugin would
+    otherwise crash (config-manager exits on a missing config)."""
+    fake = FakeCluster(tmp_path, fleet)
+    proc, _ = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # A node outside the inventory, labelled with a config of its own that the release holds.
+    state = fake.state()
+    ts2 = "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
+    state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]["ts-2"] = ts2
+    state["nodes"]["gpu-other"] = {"labels": {cluster.CONFIG_LABEL: "ts-2"}, "gpu": True, "devices": {"nvidia.com/gpu": 2}}
+    fake.state_path.write_text(json.dumps(state))
+
+    limited = _limited(fleet, ["gpu-t4-01"])
+    fake.set_plan(limited)
+    inventory_configs = tmp_path / "inventory-configs.json"
+    inventory_configs.write_text(json.dumps({"gpu_device_plugin_inventory_configs": fleet["device_plugin_configs"]}))
+    proc, _ = fake.run("-l", "gpu-t4-01", "-e", "@%s" % inventory_configs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept = fake.state()["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]
+    assert set(kept) == set(fleet["device_plugin_configs"]) | {"exclusive", "ts-2"}
+    pods = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "Pod"]
+    assert pods  # the run waited for the pods
+
+
+def test_a_config_no_node_names_is_pruned_after_relabelling(tmp_path, fleet):
+    fake = FakeCluster(tmp_path, fleet)
+    proc, _ = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = fake.state()
+    release = state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]
+    release["values"]["config"]["map"]["ts-16"] = "version: v1\n"
+    fake.state_path.write_text(json.dumps(state))
+    proc, _ = fake.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    maps = [sorted(c["params"]["release_values"]["config"]["map"]) for c in fake.calls("helm")
+            if c["params"]["chart_ref"].endswith("/nvidia-device-plugin")]
+    # Kept through the relabelling, pruned after it.
+    assert "ts-16" in maps[0] and "ts-16" not in maps[-1]
+    assert "ts-16" not in fake.state()["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]
+
+
+def test_the_rollout_waits_for_each_gpu_nodes_pods_not_a_daemonset_count(tmp_path, fleet):
+    """A GPU node where the chart's pods cannot run (here: the fake schedules none there) fails
+    the run by name; the DaemonSet itself would report ready (0 desired, 0 ready)."""
+    fake = FakeCluster(tmp_path, fleet)
+    state = json.loads(fake.state_path.read_text())
+    state["nodes"]["gpu-t4-04"]["gpu"] = False
+    fake.state_path.write_text(json.dumps(state))
+    proc, _ = fake.run()
+    assert proc.returncode != 0
+    assert ("gpu-t4-04: no device-plugin pod (DaemonSet nvidia-device-plugin) on the node; gpu-t4-04: no "
+            "gpu-feature-discovery pod (DaemonSet nvidia-device-plugin-gpu-feature-discovery) on the node") in proc.stdout
+    assert "gpu-t4-01" not in proc.stdout.split("not ready after")[1].split("See")[0]
+
+
+def test_the_mps_node_needs_its_mps_daemon_pod_and_allocatable(tmp_path, fleet):
+    fake = FakeCluster(tmp_path, fleet)
+    state = json.loads(fake.state_path.read_text())
+    # The L40S node's plugin advertises whole GPUs, not its 8 MPS replicas each.
+    state["nodes"]["gpu-l40s-01"]["devices"] = {"nvidia.com/gpu": 4}
+    fake.state_path.write_text(json.dumps(state))
+    proc, _ = fake.run()
+    assert proc.returncode != 0
+    assert "gpu-l40s-01: allocatable nvidia.com/gpu is 4, the plan advertises 32" in proc.stdout
+    pods = fake.state()["daemonset_pods"]
+    assert "gpu-l40s-01" in pods["nvidia-device-plugin/nvidia-device-plugin-mps-control-daemon"]
+
+
+def test_the_stub_cluster_stops_a_plugin_whose_config_is_missing(tmp_path):
+    """config-manager exits when the node's label names a config the map lacks."""
+    import importlib.util
+
+    # By file: the in-repo ansible_collections package is imported already and shadows the stubs.
+    spec = importlib.util.spec_from_file_location("fake_cluster", os.path.join(
+        STUBS, "ansible_collections", "kubernetes", "core", "plugins", "module_utils", "fake_cluster.py"))
+    fake_cluster = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake_cluster)
+    state = fake_cluster.ensure_pod_state(fake_cluster.empty_state())
+    state["nodes"] = {"a": {"labels": {cluster.CONFIG_LABEL: "ts-4"}, "gpu": True},
+                      "b": {"labels": {cluster.CONFIG_LABEL: "ts-8"}, "gpu": True},
+                      "c": {"labels": {}, "gpu": True}}
+    state["releases"]["nvidia-device-plugin/nvidia-device-plugin"] = {
+        "chart": "nvidia-device-plugin", "daemonset": "nvidia-device-plugin", "release_name": "nvidia-device-plugin",
+        "values": {"config": {"default": "exclusive", "map": {"exclusive": "version: v1\n", "ts-4": "version: v1\n"}}}}
+    fake_cluster.roll_daemonsets(state, "nvidia-device-plugin", "nvidia-device-plugin")
+    ready = dict((pod["nodeName"], pod["ready"]) for pod in fake_cluster.daemonset_pods(state).values()
+                 if pod["labels"]["app.kubernetes.io/name"] == "nvidia-device-plugin")
+    assert ready == {"a": True, "b": False, "c": True}

@@ -67,14 +67,18 @@ def test_device_plugin_to_stdout(gpuprov, fleet):
         _validate(document)
 
 
-def test_device_plugin_namespace_default_and_limit(gpuprov):
+def test_device_plugin_namespace_default_and_limit(gpuprov, fleet):
     out = export(gpuprov, "-l", "gpu_t4", "device-plugin", "-n", "gpu-operator", "--default-config", "ts-4")
     documents = list(yaml.safe_load_all(out))
     configmap = documents[0]
     assert configmap["metadata"]["namespace"] == "gpu-operator"
     assert configmap["metadata"]["annotations"][cluster.DEFAULT_CONFIG_ANNOTATION] == "ts-4"
-    assert set(configmap["data"]) == {"ts-4"}  # the default is a planned config: nothing added
+    # The ConfigMap is cluster-wide: limited to the T4 nodes, it still holds every config the
+    # inventory's other nodes use (a missing one would stop their plugin); labels only for T4s.
+    assert set(configmap["data"]) == set(fleet["device_plugin_configs"])
     assert [d["metadata"]["name"] for d in documents[1:]] == ["gpu-t4-01", "gpu-t4-02", "gpu-t4-03", "gpu-t4-04"]
+    values = yaml.safe_load(export(gpuprov, "-l", "gpu-t4-01", "helm-values").split("---\n")[-1])
+    assert set(values["config"]["map"]) == set(fleet["device_plugin_configs"])
 
 
 def test_device_plugin_to_a_folder_and_the_label_script_runs(gpuprov, fleet, tmp_path):

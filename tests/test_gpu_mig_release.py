@@ -51,7 +51,8 @@ class HeldNode:
         with open(self.k8s_state, "w") as handle:
             json.dump({"nodes": {"localhost": {"labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
                                                "allocatable": {"nvidia.com/mig-1g.10gb": "7"}}},
-                       "pods": {POD: {"node": "localhost", "holder_pid": self.pod.pid,
+                       "pods": {POD: {"nodeName": "localhost", "holder_pid": self.pod.pid,
+                                      "owner": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
                                       "labels": {"app.kubernetes.io/instance": "nvidia-device-plugin"},
                                       "affinity": cluster.gpu_operand_affinity()}}}, handle)
 

@@ -933,6 +933,9 @@ class Fleet:
             host["gpuprov_sysfs_root"] = FAKE_SYSFS
             # Nodes share the host's network: each kubelet answers /healthz on its own address.
             host["gpuprov_kubelet_healthz_host"] = node.address
+            # The test fleet has no Kubernetes cluster, so no node can be drained: MIG and
+            # host-MPS changes run with the nodes' pods in place, by explicit opt-in.
+            host["gpuprov_allow_undrained"] = True
             # systemd runs unit commands by absolute path: the MPS unit must name the fake.
             host["gpu_mps_control_binary"] = str(FAKES_BIN / "nvidia-cuda-mps-control")
             hosts[node.name] = host

@@ -55,6 +55,12 @@ options:
   extra_values:
     description: Values merged over the rendered ones (mappings merge, other values replace).
     type: dict
+  rollout_configs:
+    description:
+      - The configs the pod-template digest covers; default O(configs).
+      - Pass the pruned set when O(configs) is a union kept only while nodes are relabelled, so
+        that pruning later does not roll the DaemonSet again.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -85,18 +91,19 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
 
 def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, image_repository=None, image_tag=None,
-                         image_pull_secrets=None, compat_with_cpu_manager="auto", extra_values=None):
+                         image_pull_secrets=None, compat_with_cpu_manager="auto", extra_values=None,
+                         rollout_configs=None):
     if not isinstance(nodes, dict) or not isinstance(configs, dict):
         raise AnsibleFilterError("device_plugin_values: the input must be the plan's nodes mapping and the "
                                  "argument its device_plugin_configs mapping")
-    nodes, configs, extra_values, image_pull_secrets = cluster.plain_data(
-        [nodes, configs, extra_values, image_pull_secrets])
+    nodes, configs, extra_values, image_pull_secrets, rollout_configs = cluster.plain_data(
+        [nodes, configs, extra_values, image_pull_secrets, rollout_configs])
     try:
         return cluster.device_plugin_values(nodes, configs, default_config=default_config,
                                             image_repository=image_repository, image_tag=image_tag,
                                             image_pull_secrets=image_pull_secrets or (),
                                             compat_with_cpu_manager=compat_with_cpu_manager,
-                                            extra_values=extra_values)
+                                            extra_values=extra_values, rollout_configs=rollout_configs)
     except cluster.ClusterRenderError as exc:
         raise AnsibleFilterError("device_plugin_values: %s" % "; ".join(exc.problems))
     except (KeyError, TypeError) as exc:

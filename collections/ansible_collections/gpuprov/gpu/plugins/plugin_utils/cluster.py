@@ -34,7 +34,7 @@ import shlex
 
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster
 
 # Pinned chart versions (reference/kubernetes.md sections 1 and 2).
 DEVICE_PLUGIN_CHART_VERSION = "0.20.0"
@@ -151,6 +151,61 @@ def device_plugin_configmap(nodes, configs, default_config=DEFAULT_CONFIG, name=
     }
 
 
+def live_config_map(release_values):
+    """{name: config} of a deployed device plugin release's ``config.map`` (helm_info values).
+
+    A value that is not a YAML mapping is kept as None: its name is known, its content is not
+    gpuprov's to rewrite.
+    """
+    result = {}
+    for name, text in sorted((((release_values or {}).get("config") or {}).get("map") or {}).items()):
+        try:
+            config = yaml.safe_load(text) if isinstance(text, str) else text
+        except yaml.YAMLError:
+            config = None
+        result[name] = config if isinstance(config, dict) else None
+    return result
+
+
+def config_sets(nodes, configs, inventory_configs=None, live_values=None, live_nodes=None, node_name_map=None):
+    """The device plugin configs of the three steps of a cluster-side run.
+
+    The ConfigMap is cluster-wide and config-manager exits when a node's label names a config
+    that is not in it (NVIDIA/k8s-device-plugin v0.20.0, cmd/config-manager/main.go), so a run
+    limited to some hosts must keep what other nodes use:
+
+    - ``install``: the planned configs (``configs``), every config an inventory node names
+      (``inventory_configs``, also of hosts outside ``--limit``), and every config of the
+      deployed release (``live_values``), so no node loses its config while labels change;
+    - ``final``: after relabelling, what any inventory node or any live node label
+      (``live_nodes``: Node objects, the planned nodes counted with their new label) names;
+    - ``unknown``: "NODE: reason" for live nodes whose label names a config no one has.
+
+    Returns {"install": {...}, "final": {...}, "unknown": [...]}.
+    """
+    planned = dict(inventory_configs or {})
+    planned.update(configs or {})
+    live = live_config_map(live_values)
+    install = dict((name, config) for name, config in live.items() if config is not None)
+    install.update(planned)
+    # A HAMi node (device_plugin none) runs no NVIDIA plugin, so no config of it counts.
+    relabelled = dict((name, (nodes[host]["device_plugin"] or {}).get("config_name"))
+                      for host, name in node_names(nodes, node_name_map).items())
+    final, unknown = dict(planned), []
+    for node in live_nodes or []:
+        name = (node.get("metadata") or {}).get("name")
+        label = (relabelled[name] if name in relabelled
+                 else ((node.get("metadata") or {}).get("labels") or {}).get(CONFIG_LABEL))
+        if label is None or label in final:
+            continue
+        if live.get(label) is not None:
+            final[label] = live[label]
+        else:
+            unknown.append("%s: its label %s=%s names a config that neither the inventory nor the deployed release "
+                           "has; its device plugin cannot start (config-manager exits)" % (name, CONFIG_LABEL, label))
+    return {"install": dict(sorted(install.items())), "final": dict(sorted(final.items())), "unknown": unknown}
+
+
 # -- node labels -----------------------------------------------------------------------------
 def node_names(nodes, node_name_map=None):
     """{inventory host: Kubernetes node name}; hosts default to their own name."""
@@ -225,32 +280,10 @@ def deep_merge(base, extra):
     return result
 
 
-# Node label that keeps every GPU operand gpuprov deploys off a node while its MIG layout
-# changes: a GPU reset fails while the device plugin or GFD hold the GPU open, and a drain
-# with ignore_daemonsets leaves them running. The gpu_mig role sets it, waits for the pods to
-# go, changes MIG and removes it again. (The GPU Operator has its own per-operand labels,
-# nvidia.com/gpu.deploy.<operand>=paused-for-mig-change; see docs/cluster-side.md.)
-GPU_OPERANDS_PAUSE_LABEL = "gpuprov.io/gpu-operands"
-GPU_OPERANDS_PAUSED = "paused"
-
-# The device-plugin chart's default required node affinity (values.yaml of 0.20.0): NVIDIA
-# PCI devices found by NFD, an NVIDIA CPU (Tegra), or nvidia.com/gpu.present=true. Setting
-# ``affinity`` replaces it, so it is repeated here with the pause rule added to every term.
-_DEVICE_PLUGIN_NODE_TERMS = (
-    ("feature.node.kubernetes.io/pci-10de.present", "true"),
-    ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
-    ("nvidia.com/gpu.present", "true"),
-)
-
-
-def gpu_operand_affinity(terms=_DEVICE_PLUGIN_NODE_TERMS):
-    """Required node affinity for a GPU DaemonSet: its usual node terms, each ANDed with
-    "not paused" (terms are ORed, expressions inside one term ANDed; NotIn also matches a
-    node without the label). Every GPU DaemonSet gpuprov deploys takes this."""
-    pause = {"key": GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [GPU_OPERANDS_PAUSED]}
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}, dict(pause)]}
-        for key, value in terms]}}}
+# The pause label and the affinity every GPU DaemonSet gpuprov deploys carries (gpu_operands.py).
+GPU_OPERANDS_PAUSE_LABEL = gpu_operands.GPU_OPERANDS_PAUSE_LABEL
+GPU_OPERANDS_PAUSED = gpu_operands.GPU_OPERANDS_PAUSED
+gpu_operand_affinity = gpu_operands.gpu_operand_affinity
 
 
 def needs_cpu_manager_compat(nodes):
@@ -264,14 +297,20 @@ def needs_cpu_manager_compat(nodes):
 
 
 def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_repository=None, image_tag=None,
-                         image_pull_secrets=(), compat_with_cpu_manager="auto", extra_values=None):
+                         image_pull_secrets=(), compat_with_cpu_manager="auto", extra_values=None,
+                         rollout_configs=None):
     """Values for the nvidia-device-plugin chart (0.20.0).
 
     Only chart-level keys that do not override the per-node configs are set: a value such as
     ``migStrategy`` becomes an environment variable, and the plugin ranks environment over
     its config file, which would force one MIG strategy on every node.
+
+    ``rollout_configs``: the configs the pod-template digest covers (default: ``configs``).
+    The role installs a union of old and new configs first and prunes later; both steps pass
+    the pruned set here, so the prune (configs no node names) does not roll the DaemonSet again.
     """
     data = config_map_data(nodes, configs, default_config)
+    digest_data = data if rollout_configs is None else config_map_data(nodes, rollout_configs, default_config)
     values = {
         "config": {"map": data, "default": default_config},
         # GFD labels (gpu.product, gpu.replicas, mig.capable, mps.capable...) drive scheduling
@@ -282,7 +321,7 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
         "nfd": {"enabled": False},
         # A config change changes the pod template, so the DaemonSet rolls and the plugin
         # rereads its configs.
-        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(data)},
+        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(digest_data)},
         # The chart gives this affinity to the device plugin, GFD and MPS control daemon
         # DaemonSets (templates/daemonset-*.yml use .Values.affinity), so all leave a node
         # labelled gpuprov.io/gpu-operands=paused before its MIG layout changes.

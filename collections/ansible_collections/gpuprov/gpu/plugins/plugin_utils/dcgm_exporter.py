@@ -23,12 +23,14 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands
+
 CHART_VERSION = "4.8.2"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/k8s/dcgm-exporter"
 IMAGE_TAG = "4.5.3-4.8.2-distroless"
 SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
-GPU_OPERANDS_PAUSE_LABEL = "gpuprov.io/gpu-operands"
-GPU_OPERANDS_PAUSED = "paused"
+GPU_OPERANDS_PAUSE_LABEL = gpu_operands.GPU_OPERANDS_PAUSE_LABEL
+GPU_OPERANDS_PAUSED = gpu_operands.GPU_OPERANDS_PAUSED
 # What `gpuprov diagnose --prometheus` reads (dcgm.md sections 3, 4): SM_ACTIVE and
 # SM_OCCUPANCY are off in the exporter's default list and must be on.
 REQUIRED_COUNTERS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_DRAM_ACTIVE",
@@ -75,12 +77,8 @@ def parse_counters(text, source="counters"):
 
 
 def operand_affinity():
-    """Only GPU nodes (GFD's nvidia.com/gpu.present=true), never a paused one (NotIn also
-    matches a node without the label)."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [
-            {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
-            {"key": GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [GPU_OPERANDS_PAUSED]}]}]}}}
+    """Only GPU nodes (GFD's nvidia.com/gpu.present=true), never a paused one."""
+    return gpu_operands.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))
 
 
 def _merge(base, extra):

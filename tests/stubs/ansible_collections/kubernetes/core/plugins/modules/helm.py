@@ -91,9 +91,17 @@ def main():
         if params["release_namespace"] not in state["namespaces"]:
             state["namespaces"].append(params["release_namespace"])
         if wanted["chart"] == DEVICE_PLUGIN_CHART:
-            ds_key = "%s/%s" % (params["release_namespace"], daemonset_name(params["release_name"]))
+            fullname = daemonset_name(params["release_name"])
+            ds_key = "%s/%s" % (params["release_namespace"], fullname)
             daemonset = state["daemonsets"].setdefault(ds_key, {"ready": True})
-            daemonset["podAnnotations"] = dict(params["release_values"].get("podAnnotations") or {})
+            annotations = dict(params["release_values"].get("podAnnotations") or {})
+            # A new pod template (or the first install) restarts the chart's pods; a values
+            # change outside the template (e.g. config.map alone) only updates the ConfigMap.
+            template_changed = current is None or daemonset.get("podAnnotations") != annotations
+            daemonset["podAnnotations"] = annotations
+            wanted.update(daemonset=fullname, release_name=params["release_name"])
+            if template_changed:
+                fake_cluster.roll_daemonsets(state, params["release_namespace"], fullname)
         fake_cluster.save(state)
     module.exit_json(changed=changed, status={
         "name": params["release_name"], "namespace": params["release_namespace"], "revision": str(revision),

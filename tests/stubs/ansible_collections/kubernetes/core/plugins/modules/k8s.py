@@ -40,6 +40,21 @@ def present_configmap(module, definition):
     module.exit_json(changed=changed, method="update" if before else "create", result=result)
 
 
+def delete_pod(module):
+    """state=absent of one Pod by kind/name/namespace; a DaemonSet's pod comes back at once."""
+    params = module.params
+    if not params["name"] or not params["namespace"]:
+        module.fail_json(msg="fake cluster: deleting a Pod needs name and namespace")
+    state = fake_cluster.load(module)
+    key = "%s/%s" % (params["namespace"], params["name"])
+    exists = key in fake_cluster.all_pods(state)
+    if exists and not module.check_mode:
+        fake_cluster.delete_pod(state, key)
+        fake_cluster.save(state)
+    # kubernetes.core: deleting an object that is not there is not a change and not an error.
+    module.exit_json(changed=exists, result={}, method="delete")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -61,12 +76,15 @@ def main():
     )
     fake_cluster.record(module, "kubernetes.core.k8s")
     definition = module.params["definition"]
+    if module.params["state"] == "absent" and module.params["kind"] == "Pod" and definition is None:
+        delete_pod(module)
     if not isinstance(definition, dict):
         module.fail_json(msg="fake cluster: only a definition mapping is implemented")
     if module.params["state"] == "present":
         present_configmap(module, definition)
     if module.params["state"] != "patched":
-        module.fail_json(msg="fake cluster: only state=patched (Node labels) and state=present (ConfigMap) are implemented")
+        module.fail_json(msg="fake cluster: only state=patched (Node labels), state=present (ConfigMap) "
+                             "and state=absent (Pod) are implemented")
     if definition.get("kind") != "Node" or definition.get("apiVersion") != "v1":
         module.fail_json(msg="fake cluster: only v1 Node objects are implemented")
     metadata = definition.get("metadata") or {}
@@ -88,7 +106,10 @@ def main():
     changed = after != before
     if changed and not module.check_mode:
         node["labels"] = after
-        fake_cluster.evict_daemon_pods(state, metadata["name"])
+        fake_cluster.reconcile_daemon_pods(state, metadata["name"])
+        if before.get(fake_cluster.CONFIG_LABEL) != after.get(fake_cluster.CONFIG_LABEL):
+            # config-manager follows the label and restarts the plugin with the new config.
+            fake_cluster.start_plugin(fake_cluster.ensure_pod_state(state), metadata["name"])
         fake_cluster.save(state)
     result = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": metadata["name"], "labels": after}}
     module.exit_json(changed=changed, method="patch", result=result,

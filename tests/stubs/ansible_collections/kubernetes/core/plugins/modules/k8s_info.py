@@ -34,9 +34,18 @@ def main():
     if params["kind"] == "Node":
         for name, node in sorted(state["nodes"].items()):
             if params["name"] in (None, name):
-                resources.append({"apiVersion": "v1", "kind": "Node",
-                                  "metadata": {"name": name, "labels": node.get("labels") or {}},
-                                  "status": {"allocatable": node.get("allocatable") or {}}})
+                resources.append(fake_cluster.node_object(name, node))
+    elif params["kind"] == "Pod":
+        for key, pod in sorted(fake_cluster.all_pods(state).items()):
+            namespace, name = key.split("/", 1)
+            if params["name"] not in (None, name) or params["namespace"] not in (None, namespace):
+                continue
+            try:
+                selected = fake_cluster.field_matches(params["field_selectors"], pod)
+            except ValueError as exc:
+                module.fail_json(msg=str(exc))
+            if selected and fake_cluster.selector_matches(params["label_selectors"], pod.get("labels") or {}):
+                resources.append(fake_cluster.pod_object(key, pod))
     elif params["kind"] == "DaemonSet":
         for key, daemonset in sorted(state["daemonsets"].items()):
             namespace, name = key.split("/", 1)
@@ -51,9 +60,6 @@ def main():
     elif params["kind"] == "CustomResourceDefinition":
         # A missing CRD is an empty list, not an error (kubernetes.core k8s_info).
         resources = fake_cluster.crd_resources(state, params["name"])
-    elif params["kind"] == "Pod":
-        resources = fake_cluster.list_pods(module, state, params["namespace"], params["label_selectors"],
-                                           params["field_selectors"])
     else:
         module.fail_json(msg="fake cluster: kind %s is not implemented" % params["kind"])
     module.exit_json(changed=False, resources=resources, api_found=True)

@@ -1,0 +1,29 @@
+"""`gpuprov apply` options as they reach the playbook (the runs themselves: tests/fleet)."""
+import os
+
+# Imported here, before the CLI fixture installs Ansible's collection finder: a test module
+# collected earlier may have imported part of the collection through sys.path, and the finder
+# then refuses to add the rest of that package (as in tests/test_cluster.py's imports).
+from gpuprov import planning  # noqa: F401
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
+
+
+def test_apply_passes_the_cap_to_the_playbook(gpuprov, monkeypatch):
+    from gpuprov import cmd_apply
+
+    seen = {}
+
+    def fake_run(playbook, inventories, **kwargs):
+        seen.update(kwargs["extra_vars"])
+        return 0, {"nodes": {}}
+
+    monkeypatch.setattr(cmd_apply, "run_playbook", fake_run)
+    gpuprov("apply", "-i", EXAMPLES, "-q", "--wave-max-nodes", "3")
+    assert seen["gpuprov_wave_max_nodes"] == 3 and seen["gpuprov_waves"] == [1, "10%", "100%"]
+    seen.clear()
+    gpuprov("apply", "-i", EXAMPLES, "-q")
+    assert seen["gpuprov_wave_max_nodes"] == 5
+    code, _out, err = gpuprov("apply", "-i", EXAMPLES, "-q", "--wave-max-nodes", "-1")
+    assert code == 2 and "--wave-max-nodes" in err

@@ -1,0 +1,62 @@
+"""Rollout waves: no wave larger than gpuprov_wave_max_nodes, so a large fleet is never drained
+90% at once in its last wave. The filter (resolution as Ansible's serial does, then the cap),
+site.yml's batches as ansible-playbook runs them (the CLI option: tests/test_apply_cli.py)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_rollout
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_percentages_resolve_as_ansible_serial_and_are_capped():
+    from ansible.utils.helpers import pct_to_int
+
+    for count in (1, 7, 12, 100, 1000):
+        for wave in ("1%", "10%", "33%", "100%"):
+            assert node_rollout.wave_sizes([wave], count) == [pct_to_int(wave, count)]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100) == [1, 10, 100]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 5) == [1, 5, 5]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 0) == [1, 10, 100]
+    assert node_rollout.wave_sizes(["2", 3], 10, 2) == [2, 2]
+
+
+@pytest.mark.parametrize("waves,max_nodes,message", [
+    ([0], 5, "must be at least one node"),
+    (["ten"], 5, "use a node count"),
+    ([], 5, "at least one wave size"),
+    ([1], -1, "whole number >= 0"),
+])
+def test_bad_waves_are_refused(waves, max_nodes, message):
+    with pytest.raises(ValueError) as info:
+        node_rollout.wave_sizes(waves, 10, max_nodes)
+    assert message in str(info.value)
+
+
+def _batches(tmp_path, hosts, variables):
+    """Run site.yml over `hosts` local non-GPU hosts; ansible-playbook announces the play once
+    per batch."""
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": dict(
+        ("node%02d" % i, {"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
+        for i in range(hosts))}}))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                           os.path.join(REPO, "playbooks", "site.yml"), "-e", json.dumps(variables)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return len(re.findall(r"^PLAY \[Converge GPU nodes\]", proc.stdout, re.M))
+
+
+def test_site_waves_never_exceed_the_cap(tmp_path):
+    # 12 nodes, waves 1, 10%, 100%: uncapped 1, 1, 10 (3 batches, the last drains 10 at once);
+    # capped at 4: 1, 1, 4, 4, 2.
+    assert _batches(tmp_path, 12, {"gpuprov_wave_max_nodes": 0}) == 3
+    assert _batches(tmp_path, 12, {"gpuprov_wave_max_nodes": 4}) == 5
+    assert _batches(tmp_path, 12, {}) == 4  # default cap 5: 1, 1, 5, 5
