@@ -25,18 +25,23 @@ class FleetPlan:
         return self.result["nodes"]
 
 
-def plan_inventory(sources, limit=None):
+def plan_inventory(sources, limit=None, vault=None, extra_vars=None):
     """Read the inventory with Ansible's InventoryManager and plan every GPU node.
 
+    ``vault``: inventory_mod.VaultOptions; ``extra_vars``: variables that override the
+    inventory's, as ansible-playbook -e does (so `apply -e` plans what it runs).
     Raises inventory_mod.InventoryError for an unreadable inventory and PlanningFailed with
     every problem found (not only the first) for bad GPU settings.
     """
     started = time.monotonic()
-    host_vars, skipped, base_dir = inventory_mod.load_host_vars(sources, limit)
+    hosts, skipped = inventory_mod.load_inventory(sources, limit, vault=vault, extra_vars=extra_vars)
     intents, problems = [], []
     file_cache = {}
-    for host, variables in host_vars:
-        node_intent, node_problems = intent_mod.parse_intent(host, variables, base_dir, file_cache)
+    secrets = []
+    for host_vars in hosts:
+        secrets.extend(host_vars.secrets)
+        node_intent, node_problems = intent_mod.parse_intent(host_vars.host, host_vars.variables, host_vars.base_dir,
+                                                             file_cache)
         problems.extend(node_problems)
         if node_intent is not None:
             intents.append(node_intent)
@@ -44,8 +49,16 @@ def plan_inventory(sources, limit=None):
     problems.extend(plan_problems)
     if problems:
         # Inventory order, so each host's problems read together whatever step found them.
-        order = dict((host, i) for i, (host, _vars) in enumerate(host_vars))
+        order = dict((h.host, i) for i, h in enumerate(hosts))
         problems.sort(key=lambda p: order.get(p.host, len(order)))
-        raise PlanningFailed([str(p) for p in problems])
+        raise PlanningFailed([redact(str(p), secrets) for p in problems])
     result["skipped_hosts"] = skipped
     return FleetPlan(result, skipped, time.monotonic() - started)
+
+
+def redact(text, secrets):
+    """``text`` with every vault-decrypted value replaced: an error never prints a secret."""
+    for secret in sorted(set(s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "<vaulted>")
+        text = text.replace(repr(secret)[1:-1], "<vaulted>")
+    return text

@@ -5,19 +5,46 @@
 
 InventoryManager + VariableManager resolve group_vars, host_vars, inventory plugins and
 limit patterns exactly as ansible-playbook does, so a plan never disagrees with a run.
+
+Planning is offline and runs nothing:
+
+* only inventory plugins that read files are enabled (OFFLINE_INVENTORY_PLUGINS): no
+  inventory script runs and no cloud inventory is asked;
+* a source, or a file in a source folder, that no plugin parses is an error naming it
+  (Ansible's ``inventory_unparsed_failed`` and ``inventory_any_unparsed_is_failed``);
+* only gpuprov_* variables are rendered; other variables are rendered only when a gpuprov_*
+  variable uses them (Ansible's templating is lazy);
+* while rendering, lookups other than ALLOWED_LOOKUPS are refused before their plugin is
+  even loaded (``pipe``, ``lines``, ``url``, ``password`` ... run programs, reach the network
+  or write files). Ansible's sandboxed Jinja already refuses ``__class__``-style escapes.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import os
 
 VAR_PREFIX = "gpuprov_"
+# Read-only lookups a plan may use: a file's content, an environment variable, a variable.
+ALLOWED_LOOKUPS = ("file", "env", "vars")
+# Inventory plugins that only read the source file (ansible-doc -t inventory NAME).
+OFFLINE_INVENTORY_PLUGINS = ("host_list", "advanced_host_list", "yaml", "ini", "toml", "constructed", "generator")
+# Variables every inventory host has (ansible/vars/manager.py, inventory/data.py).
+_SOURCE_VARS = ("inventory_dir", "inventory_file")
 
 
 class InventoryError(Exception):
-    pass
+    """Bad inventory input; the message names the source, host or variable."""
+
+
+class RefusedLookup(Exception):
+    def __init__(self, name):
+        self.name = name
+        super(RefusedLookup, self).__init__(
+            "lookup %r is not allowed while planning (it may run a program, reach the network or write a file); "
+            "plans may use only the %s lookups" % (name, ", ".join(ALLOWED_LOOKUPS)))
 
 
 def plain(value):
@@ -37,69 +64,241 @@ def plain(value):
     return value
 
 
-def _needs_templating(value):
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, dict):
-        return any(_needs_templating(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_needs_templating(v) for v in value)
-    return False
+def lookup_allowed(name):
+    """True for an allowed lookup, by short name or as ansible.builtin.NAME/ansible.legacy.NAME."""
+    name = str(name)
+    for prefix in ("ansible.builtin.", "ansible.legacy."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name in ALLOWED_LOOKUPS
 
 
-def load_host_vars(sources, limit=None):
-    """Return ([(host, {gpuprov_* vars})], [skipped hosts], base_dir) for hosts matching ``limit``.
+@contextlib.contextmanager
+def offline_lookups():
+    """Refuse every lookup but ALLOWED_LOOKUPS while the block runs.
+
+    Every lookup()/query() in a template is resolved through ``lookup_loader.get`` (ansible
+    _internal/_templating/_jinja_plugins.py ``_invoke_lookup``); the guard answers before a
+    refused plugin is loaded, and checks that an allowed short name resolved to the builtin.
+    """
+    from ansible.plugins.loader import lookup_loader
+
+    original = lookup_loader.get
+
+    def guarded(name, *args, **kwargs):
+        if not lookup_allowed(name):
+            raise RefusedLookup(name)
+        plugin = original(name, *args, **kwargs)
+        resolved = getattr(plugin, "ansible_name", None) if plugin is not None else None
+        if resolved is not None and not str(resolved).startswith("ansible.builtin."):
+            raise RefusedLookup(resolved)
+        return plugin
+
+    lookup_loader.get = guarded
+    try:
+        yield
+    finally:
+        del lookup_loader.get
+
+
+@contextlib.contextmanager
+def _offline_inventory():
+    """Ansible's constants, as ansible-playbook would have them with these settings."""
+    from ansible import constants
+
+    saved = dict((name, getattr(constants, name)) for name in
+                 ("INVENTORY_ENABLED", "INVENTORY_UNPARSED_IS_FAILED", "INVENTORY_ANY_UNPARSED_IS_FAILED"))
+    constants.INVENTORY_ENABLED = [p for p in OFFLINE_INVENTORY_PLUGINS]
+    constants.INVENTORY_UNPARSED_IS_FAILED = True
+    constants.INVENTORY_ANY_UNPARSED_IS_FAILED = True
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(constants, name, value)
+
+
+def _refused(exc):
+    """The RefusedLookup behind an Ansible templating error, if that is what it is."""
+    seen = 0
+    while exc is not None and seen < 50:
+        if isinstance(exc, RefusedLookup):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _one_line(text, limit=400):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _error_text(exc):
+    """An Ansible error as one line: its message and the file it points at, nothing more."""
+    message = getattr(exc, "message", None) or str(exc)
+    origin = getattr(exc, "obj", None)
+    source = None
+    try:
+        from ansible.module_utils._internal._datatag import AnsibleTagHelper  # noqa: F401
+        from ansible._internal._datatag._tags import Origin
+
+        tag = Origin.get_tag(origin) if origin is not None else None
+        source = tag.path if tag is not None else None
+    except Exception:  # older or newer layouts: the message alone still names the source
+        source = None
+    text = _one_line(message)
+    return "%s (%s)" % (text, source) if source and source not in text else text
+
+
+class VaultOptions:
+    """``--vault-id``, ``--vault-password-file`` and ``--ask-vault-pass``, as ansible-playbook takes them."""
+
+    def __init__(self, vault_ids=(), password_files=(), ask=False):
+        self.vault_ids = list(vault_ids or ())
+        self.password_files = list(password_files or ())
+        self.ask = bool(ask)
+
+
+def _set_vault(loader, vault):
+    if vault is None or not (vault.vault_ids or vault.password_files or vault.ask):
+        return
+    from ansible.cli import CLI
+    from ansible.errors import AnsibleError
+
+    for path in vault.password_files:
+        if not os.path.exists(path):
+            raise InventoryError("--vault-password-file %s: no such file" % path)
+    try:
+        secrets = CLI.setup_vault_secrets(loader, vault_ids=list(vault.vault_ids),
+                                          vault_password_files=list(vault.password_files),
+                                          ask_vault_pass=vault.ask, auto_prompt=False)
+    except AnsibleError as exc:
+        raise InventoryError("vault: %s" % _error_text(exc))
+    loader.set_vault_secrets(secrets)
+
+
+class HostVars:
+    """One host's gpuprov_* variables, rendered, and the folder its relative paths start from."""
+
+    __slots__ = ("host", "variables", "base_dir", "secrets")
+
+    def __init__(self, host, variables, base_dir, secrets):
+        self.host = host
+        self.variables = variables
+        self.base_dir = base_dir
+        self.secrets = secrets
+
+
+def _is_vaulted(value):
+    try:
+        from ansible.parsing.vault import EncryptedString
+    except ImportError:  # pragma: no cover - every supported ansible-core has it
+        return False
+    return isinstance(value, EncryptedString)
+
+
+def render_host(host, all_vars, loader):
+    """Render ``host``'s gpuprov_* variables with lookups restricted; InventoryError if refused."""
+    from ansible.errors import AnsibleError
+    from ansible.template import Templar
+
+    mine = dict((k, v) for k, v in all_vars.items() if isinstance(k, str) and k.startswith(VAR_PREFIX))
+    templar = Templar(loader=loader, variables=all_vars)
+    rendered, secrets = {}, []
+    for name in sorted(mine):
+        value = mine[name]
+        try:
+            with offline_lookups():
+                result = templar.template(value)
+            if _is_vaulted(value):
+                secrets.append(str(result))
+            rendered[name] = plain(result)
+        except RefusedLookup as exc:
+            raise InventoryError("%s: %s: %s" % (host, name, exc))
+        except AnsibleError as exc:
+            refused = _refused(exc)
+            if refused is not None:
+                raise InventoryError("%s: %s: %s" % (host, name, refused))
+            text = _error_text(exc)
+            if "vault" in text.lower() and "secret" in text.lower():
+                raise InventoryError("%s: %s: the value is vault-encrypted and no vault secret was given "
+                                     "(use --vault-password-file, --vault-id or --ask-vault-pass)" % (host, name))
+            raise InventoryError("%s: %s: cannot render: %s" % (host, name, text))
+        except (RecursionError, MemoryError):
+            raise InventoryError("%s: %s: cannot render: the template expands without bound" % (host, name))
+    return rendered, secrets
+
+
+def load_inventory(sources, limit=None, vault=None, extra_vars=None):
+    """Return ([HostVars], [skipped host names]) for the hosts matching ``limit``.
 
     Hosts without any gpuprov_ variable are not GPU nodes and come back as skipped.
-
     ``sources``: inventory paths (files, folders or comma lists) as ansible -i takes them.
-    Variables that hold Jinja templates are rendered with the host's variables.
+    ``extra_vars``: a dict that overrides every inventory variable, as ansible-playbook -e.
+    Relative paths in a host's variables start from the host's ``inventory_dir`` (the folder
+    of the source that defines the host), as the node_plan action resolves them.
     """
     from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
     from ansible.inventory.manager import InventoryManager
     from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
     from ansible.vars.manager import VariableManager
 
     for source in sources:
         if "," not in source and not os.path.exists(source):
             raise InventoryError("inventory %s: no such file or directory" % source)
-    from ansible.utils.collection_loader import AnsibleCollectionConfig
-
     if AnsibleCollectionConfig.collection_finder is None:
         init_plugin_loader()
     loader = DataLoader()
+    _set_vault(loader, vault)
     try:
-        inventory = InventoryManager(loader=loader, sources=list(sources), parse=True)
+        with _offline_inventory(), offline_lookups():
+            inventory = InventoryManager(loader=loader, sources=list(sources), parse=True)
     except AnsibleError as exc:
-        raise InventoryError("inventory %s: %s" % (", ".join(sources), exc))
+        refused = _refused(exc)
+        raise InventoryError("inventory %s: %s" % (", ".join(sources), refused or _error_text(exc)))
     if not inventory.list_hosts("all"):
         raise InventoryError("inventory %s: no hosts found (check the file parses: ansible-inventory -i %s --list)"
                              % (", ".join(sources), sources[0]))
     variables = VariableManager(loader=loader, inventory=inventory)
+    if extra_vars:
+        # What ansible-playbook -e sets: the highest precedence, above every inventory value.
+        variables._extra_vars = dict(extra_vars)
     try:
         hosts = inventory.get_hosts(limit or "all")
     except AnsibleError as exc:
-        raise InventoryError("limit %r: %s" % (limit, exc))
+        raise InventoryError("limit %r: %s" % (limit, _error_text(exc)))
     if limit and not hosts:
         raise InventoryError("limit %r matches no host of the inventory" % limit)
 
     result, skipped = [], []
     for host in hosts:
-        all_vars = variables.get_vars(host=host, include_hostvars=False, stage="all")
-        mine = dict((k, v) for k, v in all_vars.items() if k.startswith(VAR_PREFIX))
-        if not mine:
+        try:
+            with offline_lookups():
+                all_vars = variables.get_vars(host=host, include_hostvars=False, stage="all")
+        except AnsibleError as exc:
+            # A broken group_vars/host_vars file, or one vault-encrypted without a secret.
+            refused = _refused(exc)
+            text = str(refused) if refused else _error_text(exc)
+            if "vault" in text.lower() and "secret" in text.lower():
+                text += " (use --vault-password-file, --vault-id or --ask-vault-pass)"
+            raise InventoryError("%s: variables: %s" % (host.name, text))
+        if not any(isinstance(k, str) and k.startswith(VAR_PREFIX) for k in all_vars):
             # Not a GPU node (a control-plane host, say): nothing to plan.
             skipped.append(str(host.name))
             continue
-        if _needs_templating(mine):
-            from ansible.template import Templar
-            templar = Templar(loader=loader, variables=all_vars)
-            try:
-                mine = dict((k, templar.template(v)) for k, v in mine.items())
-            except AnsibleError as exc:
-                raise InventoryError("host %s: cannot render gpuprov variables: %s" % (host.name, exc))
-        result.append((str(host.name), plain(mine)))
+        rendered, secrets = render_host(str(host.name), all_vars, loader)
+        base_dir = all_vars.get("inventory_dir")
+        base_dir = os.path.abspath(str(base_dir)) if base_dir else os.getcwd()
+        result.append(HostVars(str(host.name), rendered, base_dir, secrets))
+    return result, skipped
+
+
+def load_host_vars(sources, limit=None):
+    """Compatibility: ([(host, {gpuprov_* vars})], [skipped hosts], base folder of the first source)."""
+    hosts, skipped = load_inventory(sources, limit)
     first = os.path.abspath(sources[0]) if sources and os.path.exists(sources[0]) else os.getcwd()
     base_dir = first if os.path.isdir(first) else os.path.dirname(first)
-    return result, skipped, base_dir
+    return [(h.host, h.variables) for h in hosts], skipped, base_dir

@@ -22,9 +22,7 @@ __metaclass__ = type
 
 import os
 
-import yaml
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
 
 ENTRY_KEYS = {"devices", "device-filter", "mig-enabled", "mig-devices"}
 
@@ -55,12 +53,9 @@ def load_file(path):
     if not os.path.isfile(path):
         raise MigPartedError(path, "file not found")
     try:
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        raise MigPartedError(path, "not valid YAML: %s" % str(exc).replace("\n", " "))
-    except OSError as exc:
-        raise MigPartedError(path, "cannot read: %s" % exc.strerror)
+        data = safe_files.load(path, kind="yaml")
+    except safe_files.FileInputError as exc:
+        raise MigPartedError(path, exc.reason)
     return parse(data, path)
 
 
