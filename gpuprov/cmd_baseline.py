@@ -11,6 +11,7 @@ import time
 import click
 
 from gpuprov import diagnose as diag
+from gpuprov import options
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 from gpuprov.runner import ansible_command
 
@@ -24,11 +25,17 @@ _ANSIBLE_RC = {1: "error", 2: "one or more hosts failed", 3: "one or more hosts 
                99: "interrupted", 250: "unexpected error"}
 
 
-def build_argv(executable, playbook, inventory, dest, duration, interval, limit=None):
-    """The ansible-playbook command line, as an argv list (never a shell string)."""
-    argv = [executable, "-i", inventory]
+def build_argv(executable, playbook, inventory, dest, duration, interval, limit=None, extra_args=()):
+    """The ansible-playbook command line, as an argv list (never a shell string).
+
+    ``inventory``: one source or a list of them; ``extra_args``: e.g. the vault options.
+    """
+    argv = [executable]
+    for source in [inventory] if isinstance(inventory, str) else inventory:
+        argv += ["-i", source]
     if limit:
         argv += ["-l", limit]
+    argv += list(extra_args)
     extra = {"gpuprov_baseline_duration": duration, "gpuprov_baseline_interval": interval,
              "gpuprov_baseline_dest": dest}
     # JSON extra vars keep their types and need no quoting.
@@ -122,17 +129,16 @@ def render_table(summary):
 
 
 @click.command("baseline")
-@click.option("-i", "--inventory", required=True, metavar="INVENTORY", help="Ansible inventory of the GPU nodes.")
-@click.option("-l", "--limit", metavar="PATTERN", help="Only these hosts or groups (ansible-playbook -l).")
+@options.inventory_options
 @click.option("--duration", required=True, type=click.IntRange(1, 86400), metavar="SECONDS",
               help="How long to record.")
 @click.option("--interval", default=1, show_default=True, type=click.IntRange(1, 3600), metavar="SECONDS",
               help="Seconds between samples (nvidia-smi -l).")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@options.output_option(["table", "json"])
 @click.option("--out", "out_dir", metavar="DIR",
               help="Keep the CSV files here as DIR/utilization/<host>.csv (and ansible.log); by default "
                    "they are deleted after the summary.")
-def baseline(inventory, limit, duration, interval, output, out_dir):
+def baseline(inventory, limit, vault, duration, interval, output, out_dir):
     """Record GPU utilisation on the nodes and summarise it per node and GPU.
 
     Runs the collection's playbook gpuprov.gpu.baseline (nvidia-smi --query-gpu=...
@@ -146,8 +152,9 @@ def baseline(inventory, limit, duration, interval, output, out_dir):
     host (the summary covers the others), 2 bad input.
     """
     problems = []
-    if not os.path.exists(inventory) and "," not in inventory:
-        problems.append("%s: inventory not found; give a file or folder, or a comma-separated host list" % inventory)
+    for source in inventory:
+        if not os.path.exists(source) and "," not in source:
+            problems.append("%s: inventory not found; give a file or folder, or a comma-separated host list" % source)
     if interval > duration:
         problems.append("--interval %d is longer than --duration %d: no sample would be taken" % (interval, duration))
     if out_dir and os.path.exists(out_dir) and not os.path.isdir(out_dir):
@@ -164,7 +171,8 @@ def baseline(inventory, limit, duration, interval, output, out_dir):
     os.makedirs(dest, exist_ok=True)
     try:
         log_path = os.path.join(dest, "ansible.log")
-        argv = build_argv(executable, PLAYBOOK, inventory, dest, duration, interval, limit)
+        argv = build_argv(executable, PLAYBOOK, list(inventory), dest, duration, interval, limit,
+                          extra_args=vault.playbook_args())
         rc = run_playbook(argv, duration, log_path)
         try:
             samples = read_samples(dest)

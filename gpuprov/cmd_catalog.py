@@ -2,7 +2,7 @@
 import click
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog as catalog_mod
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
 
 
@@ -43,8 +43,7 @@ def _model_table(data):
 
 @click.command()
 @click.argument("model", required=False)
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
-              help="Output format.")
+@options.output_option(["table", "json", "yaml"])
 def catalog(model, output):
     """List GPU models, or show one MODEL's MIG profiles and placements.
 

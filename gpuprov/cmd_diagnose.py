@@ -6,6 +6,7 @@ import re
 import click
 
 from gpuprov import diagnose as diag
+from gpuprov import options
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 
@@ -210,8 +211,7 @@ def render_table(report):
 @click.option("--gpu-data", metavar="DIR",
               help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline "
                    "--out DIR`); in live mode the only source of GPU figures.")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="table for people, json for tools (schema gpuprov.diagnose/v1).")
+@options.output_option(["table", "json"], help_text="table for people, json for tools (schema gpuprov.diagnose/v1).")
 @click.option("--max-replicas", type=click.IntRange(2, 64), default=diag.DEFAULT_MAX_REPLICAS, show_default=True,
               help="Largest time-slicing replica count to suggest.")
 def diagnose(snapshot_dir, kubeconfig, context, gpu_data, output, max_replicas):

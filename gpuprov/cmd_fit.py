@@ -5,7 +5,7 @@ import tempfile
 import click
 
 from gpuprov import fit as fit_mod
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
 
 
@@ -54,9 +54,9 @@ def write_atomically(path, text):
 
 @click.command()
 @click.argument("workloads_file", metavar="WORKLOADS_FILE")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml", "inventory"]), default="table",
-              show_default=True,
-              help="table for people; json/yaml for tools; inventory: an Ansible inventory `gpuprov plan -i` reads.")
+@options.output_option(["table", "json", "yaml", "inventory"],
+                       help_text="table for people; json/yaml for tools; inventory: an Ansible inventory "
+                                 "`gpuprov plan -i` reads.")
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
 @click.option("--method", type=click.Choice(fit_mod.METHODS), default="auto", show_default=True,

@@ -1,7 +1,7 @@
 """`gpuprov plan`: render and validate every node's plan, offline."""
 import click
 
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
 
 
@@ -72,33 +72,34 @@ def plan_table(result):
     return "\n".join(lines)
 
 
-def load_plans(inventory, limit):
-    """Plans for the inventory, or exit 2 with every problem listed."""
+def load_plans(inventory, limit, vault=None, extra_vars=()):
+    """Plans for the inventory, or exit 2 with every problem listed.
+
+    ``vault``: options.Vault; ``extra_vars``: -e items, which override the inventory's
+    variables in the plan exactly as they will in the playbook run.
+    """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
-    from gpuprov.planning import PlanningFailed, plan_inventory
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from gpuprov.planning import ExtraVarsError, PlanningFailed, parse_extra_vars, plan_inventory
 
     try:
-        return plan_inventory(list(inventory), limit)
+        variables = parse_extra_vars(extra_vars)
+        return plan_inventory(list(inventory), limit, vault=vault.reader_options() if vault else None,
+                              extra_vars=variables)
+    except ExtraVarsError as exc:
+        fail_bad_input([escape(exc)])
     except InventoryError as exc:
-        fail_bad_input([str(exc)])
+        fail_bad_input([escape(exc)])
     except PlanningFailed as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was planned or changed:"
                        % len(exc.problems))
 
 
-inventory_option = click.option(
-    "-i", "--inventory", "inventory", multiple=True, required=True, metavar="INVENTORY",
-    help="Ansible inventory (file, folder or plugin config), as for ansible-playbook -i. Repeatable.")
-limit_option = click.option("-l", "--limit", metavar="PATTERN",
-                            help="Only these hosts (an Ansible host pattern, e.g. 'gpu_a100:!gpu-a100-02').")
-
-
 @click.command()
-@inventory_option
-@limit_option
-@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True,
-              help="table for people; json/yaml for tools (see the JSON contract in the README).")
-def plan(inventory, limit, output):
+@options.inventory_options
+@options.output_option(["table", "yaml", "json"],
+                       help_text="table for people; json/yaml for tools (see the JSON contract in the README).")
+def plan(inventory, limit, vault, output):
     """Render and validate every node's plan from the inventory, offline.
 
     Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
@@ -110,5 +111,5 @@ def plan(inventory, limit, output):
     Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
     `HOST: FIELD: reason`.
     """
-    fleet = load_plans(inventory, limit)
+    fleet = load_plans(inventory, limit, vault)
     render.emit(fleet.result, output, plan_table)

@@ -4,6 +4,50 @@ import time
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as intent_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import inventory as inventory_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import planner
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
+
+
+class ExtraVarsError(ValueError):
+    """An -e item that does not read as variables; the message names the item."""
+
+
+def parse_extra_vars(items):
+    """ansible-playbook -e items (KEY=VALUE ..., @FILE, or a YAML/JSON mapping) -> one dict.
+
+    Later items win, as in ansible-playbook (ansible/utils/vars.py load_extra_vars). Files
+    are read with the same bounds as every other input file.
+    """
+    from ansible.parsing.splitter import parse_kv
+
+    result = {}
+    for item in items or ():
+        text = str(item)
+        if text.startswith("@"):
+            try:
+                data = safe_files.load(text[1:])
+            except safe_files.FileInputError as exc:
+                raise ExtraVarsError("-e %s: %s" % (text, exc.reason))
+            where = text
+        elif text.lstrip().startswith(("{", "[")):
+            try:
+                data = safe_files.parse_yaml(text, "-e")
+            except safe_files.FileInputError as exc:
+                raise ExtraVarsError("-e %s" % exc.reason)
+            where = "-e"
+        else:
+            try:
+                data = parse_kv(text)
+            except Exception as exc:  # ansible raises AnsibleParserError and friends
+                raise ExtraVarsError("-e %r: %s" % (text[:80], exc))
+            if "_raw_params" in data:
+                raise ExtraVarsError("-e %r: expected KEY=VALUE, @FILE or a YAML/JSON mapping" % text[:80])
+            where = "-e"
+        if data is None:
+            continue
+        if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+            raise ExtraVarsError("%s: extra vars must be a mapping of variable names to values" % where)
+        result.update(data)
+    return result
 
 
 class PlanningFailed(Exception):

@@ -134,21 +134,30 @@ def _one_line(text, limit=400):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _origin_of(exc):
+    """'FILE' or 'FILE:LINE' of the first error in the chain that knows where it comes from."""
+    try:
+        from ansible._internal._datatag._tags import Origin
+    except ImportError:  # pragma: no cover - layout of ansible-core 2.19 to 2.21
+        return None
+    seen = 0
+    while exc is not None and seen < 50:
+        obj = getattr(exc, "obj", None)
+        origin = obj if isinstance(obj, Origin) else (Origin.get_tag(obj) if obj is not None else None)
+        if origin is not None and getattr(origin, "path", None):
+            line = getattr(origin, "line_num", None)
+            return "%s:%d" % (origin.path, line) if line else str(origin.path)
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def _error_text(exc):
     """An Ansible error as one line: its message and the file it points at, nothing more."""
     message = getattr(exc, "message", None) or str(exc)
-    origin = getattr(exc, "obj", None)
-    source = None
-    try:
-        from ansible.module_utils._internal._datatag import AnsibleTagHelper  # noqa: F401
-        from ansible._internal._datatag._tags import Origin
-
-        tag = Origin.get_tag(origin) if origin is not None else None
-        source = tag.path if tag is not None else None
-    except Exception:  # older or newer layouts: the message alone still names the source
-        source = None
+    source = _origin_of(exc)
     text = _one_line(message)
-    return "%s (%s)" % (text, source) if source and source not in text else text
+    return "%s: %s" % (source, text) if source and source not in text else text
 
 
 class VaultOptions:
@@ -211,8 +220,6 @@ def render_host(host, all_vars, loader):
         try:
             with offline_lookups():
                 result = templar.template(value)
-            if _is_vaulted(value):
-                secrets.append(str(result))
             rendered[name] = plain(result)
         except RefusedLookup as exc:
             raise InventoryError("%s: %s: %s" % (host, name, exc))
@@ -227,6 +234,13 @@ def render_host(host, all_vars, loader):
             raise InventoryError("%s: %s: cannot render: %s" % (host, name, text))
         except (RecursionError, MemoryError):
             raise InventoryError("%s: %s: cannot render: the template expands without bound" % (host, name))
+    # Every vaulted value the host can see, decrypted only to be kept out of messages.
+    for value in all_vars.values():
+        if _is_vaulted(value):
+            try:
+                secrets.append(str(value))
+            except Exception:  # no secret for it: then it cannot have been rendered either
+                pass
     return rendered, secrets
 
 
@@ -282,7 +296,7 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None):
             # A broken group_vars/host_vars file, or one vault-encrypted without a secret.
             refused = _refused(exc)
             text = str(refused) if refused else _error_text(exc)
-            if "vault" in text.lower() and "secret" in text.lower():
+            if "vault" in text.lower():
                 text += " (use --vault-password-file, --vault-id or --ask-vault-pass)"
             raise InventoryError("%s: variables: %s" % (host.name, text))
         if not any(isinstance(k, str) and k.startswith(VAR_PREFIX) for k in all_vars):
