@@ -267,8 +267,8 @@ def check_variables(hostvars, out):
         if not isinstance(name, str) or not name.startswith("gpuprov_") or name in KNOWN_VARS:
             continue
         close = difflib.get_close_matches(name[:MAX_NAME_LENGTH], sorted(KNOWN_VARS), n=1, cutoff=0.6)
-        out.add(name[:MAX_NAME_LENGTH], "unknown gpuprov variable%s; the node's variables are %s"
-                % ("; did you mean %s?" % close[0] if close else "", ", ".join(INTENT_VARS)))
+        out.add(name[:MAX_NAME_LENGTH], "unknown gpuprov variable%s; a node's variables are %s"
+                % (" (did you mean %s?)" % close[0] if close else "", ", ".join(INTENT_VARS)))
 
 
 def parse_node_name(host, hostvars, out):
@@ -449,6 +449,9 @@ def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
                     % (MAX_NAME_LENGTH, short(name)))
             return None, mig_strategy, None
         path = hostvars.get("gpuprov_mig_config_file")
+        if path is not None and (not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path):
+            out.add("gpuprov_mig_config_file", "must be a path to a mig-parted file, got %s" % short(path))
+            return None, mig_strategy, None
         if path is not None:
             if base_dir and not os.path.isabs(str(path)):
                 path = os.path.join(base_dir, str(path))

@@ -170,21 +170,32 @@ class VaultOptions:
 
 
 def _set_vault(loader, vault):
-    if vault is None or not (vault.vault_ids or vault.password_files or vault.ask):
-        return
+    """Give the loader, and Ansible's process-wide vault context, exactly these secrets.
+
+    The context is set on every load (empty without vault options), so one process that
+    plans twice never decrypts with the secrets of an earlier inventory.
+    """
     from ansible.cli import CLI
     from ansible.errors import AnsibleError
+    from ansible.parsing.vault import VaultSecretsContext
 
-    for path in vault.password_files:
-        if not os.path.exists(path):
-            raise InventoryError("--vault-password-file %s: no such file" % path)
-    try:
-        secrets = CLI.setup_vault_secrets(loader, vault_ids=list(vault.vault_ids),
-                                          vault_password_files=list(vault.password_files),
-                                          ask_vault_pass=vault.ask, auto_prompt=False)
-    except AnsibleError as exc:
-        raise InventoryError("vault: %s" % _error_text(exc))
-    loader.set_vault_secrets(secrets)
+    secrets = []
+    if vault is not None and (vault.vault_ids or vault.password_files or vault.ask):
+        for path in vault.password_files:
+            if not os.path.exists(path):
+                raise InventoryError("--vault-password-file %s: no such file" % path)
+        try:
+            secrets = CLI.setup_vault_secrets(loader, vault_ids=list(vault.vault_ids),
+                                              vault_password_files=list(vault.password_files),
+                                              ask_vault_pass=vault.ask, auto_prompt=False, initialize_context=False)
+        except AnsibleError as exc:
+            raise InventoryError("vault: %s" % _error_text(exc))
+        loader.set_vault_secrets(secrets)
+    current = VaultSecretsContext.current(optional=True)
+    if current is not None:
+        current.secrets = secrets
+    elif secrets:
+        VaultSecretsContext.initialize(VaultSecretsContext(secrets))
 
 
 class HostVars:
