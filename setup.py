@@ -8,7 +8,7 @@ are not Python but must travel with it.
 """
 import os
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 COLLECTIONS_ROOT = "collections"
 SKIP_DIRS = {"__pycache__", "output", ".pytest_cache"}
@@ -28,7 +28,7 @@ def collection_packages():
 
 packages, package_dir, package_data = collection_packages()
 setup(
-    packages=["gpuprov"] + packages,
+    packages=find_packages(include=["gpuprov", "gpuprov.*"]) + packages,
     package_dir={"gpuprov": "gpuprov", **package_dir},
     package_data=package_data,
     include_package_data=False,

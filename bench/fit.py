@@ -99,7 +99,7 @@ def first_fit_unsorted(workloads, pool):
                 break
         if placed:
             continue
-        options = [(fit._footprint(item, v), v) for v in views if remaining[v.index] != 0]
+        options = [(fit.item_footprint(item, v), v) for v in views if remaining[v.index] != 0]
         options = [(f, v) for f, v in options if f is not None]
         if not options:
             return None

@@ -100,7 +100,7 @@ def _node_row(node):
                           for r in node["resources"] if r["allocatable"] or r["capacity"])
     sm = "%.0f%%" % node["sm_mean"] if node["sm_mean"] is not None else "-"
     peak = node["memory_peak"]
-    memory = "%s/%s GiB" % (diag._fmt_gib(peak["used_mib"]), diag._fmt_gib(peak["total_mib"])) if peak else "-"
+    memory = "%s/%s GiB" % (diag.format_gib(peak["used_mib"]), diag.format_gib(peak["total_mib"])) if peak else "-"
     if node["check"] in ("allocation", "memory") and node["remedy"]:
         # The decisive first clause; the details section has the rest.
         finding = node["remedy"]["summary"].split("; ")[0]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Copyright: (c) 2026, gpuprov maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Drive a real MPS control daemon through module_utils/mps.py on a GPU machine.
+"""Drive a real MPS control daemon through module_utils/mps/ on a GPU machine.
 
 Never run in CI. On a machine with an NVIDIA GPU and driver:
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import kubelet_config
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
     KubeletConfigDocument,
     KubeletConfigError,
@@ -509,7 +509,7 @@ def test_crash_between_write_and_rename_leaves_the_old_file(config_file, monkeyp
         assert os.path.exists(src)  # the new content was fully written first
         raise failure
 
-    monkeypatch.setattr(kubelet_config.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic_write.os, "replace", broken_replace)
     with pytest.raises(type(failure)):
         write_file_atomic(config_file, "kind: broken\n", backup=False)
     with open(config_file) as handle:

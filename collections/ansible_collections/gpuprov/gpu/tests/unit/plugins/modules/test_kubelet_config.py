@@ -15,7 +15,7 @@ import yaml
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import kubelet_config as model
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
 from ansible_collections.gpuprov.gpu.plugins.modules import kubelet_config
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.fake_sysfs import build_sysfs
 
@@ -174,7 +174,7 @@ def test_failed_rename_reports_and_leaves_the_file(capsys, node, monkeypatch):
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(model.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic_write.os, "replace", broken_replace)
     result = run(capsys, node, backup=False, **NUMA_ARGS)
     assert result["failed"] is True
     assert result["msg"] == ("could not write kubelet config %s: No space left on device; the "

@@ -1,0 +1,140 @@
+"""Loading a snapshot directory (nodes.json, pods.json, events.json, facts/, utilization/)."""
+
+import csv
+import json
+import os
+
+from gpuprov.diagnose.gpu_facts import parse_gpu_facts
+from gpuprov.diagnose.kubernetes_objects import parse_events, parse_nodes, parse_pods
+from gpuprov.diagnose.snapshot import Snapshot, SnapshotError
+from gpuprov.diagnose.utilization import UTILIZATION_FIELDS, parse_utilization_csv
+
+
+def _read_json(path, label):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise SnapshotError("%s: missing" % label) from None
+    except IsADirectoryError:
+        raise SnapshotError("%s: is a directory, expected a JSON file" % label) from None
+    except UnicodeDecodeError as error:
+        raise SnapshotError("%s: not UTF-8 text (%s)" % (label, error.reason)) from None
+    except json.JSONDecodeError as error:
+        raise SnapshotError("%s: invalid JSON at line %d column %d: %s"
+                            % (label, error.lineno, error.colno, error.msg)) from None
+    except OSError as error:
+        raise SnapshotError("%s: cannot read: %s" % (label, error.strerror)) from None
+
+
+def _read_text(path, label):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError as error:
+        raise SnapshotError("%s: not UTF-8 text (%s)" % (label, error.reason)) from None
+    except OSError as error:
+        raise SnapshotError("%s: cannot read: %s" % (label, error.strerror)) from None
+
+
+def _node_files(directory, extension):
+    """{node: path} for DIR/<node><extension> (and DIR/<node> when extension is .json)."""
+    files = {}
+    if not os.path.isdir(directory):
+        return files
+    for entry in sorted(os.listdir(directory)):
+        path = os.path.join(directory, entry)
+        if not os.path.isfile(path) or entry.startswith("."):
+            continue
+        if entry.endswith(extension):
+            files[entry[: -len(extension)]] = path
+        elif extension == ".json" and "." not in entry:
+            # `ansible --tree DIR` names each file after the host, with no extension.
+            files.setdefault(entry, path)
+    return files
+
+
+def load_gpu_data(directory, nodes, label_prefix=""):
+    """Facts and utilisation for `nodes` from DIR/facts/ and DIR/utilization[/].
+
+    Both are optional. Returns (facts, utilization, notes); a file that is present but
+    malformed raises SnapshotError, a file for a node the snapshot does not know is noted
+    and ignored.
+    """
+    known = {node.name for node in nodes}
+    gpu_nodes = [node.name for node in nodes if node.is_gpu_node]
+    facts, utilization, notes = {}, {}, []
+    problems = []
+
+    def per_node(folder, suffix, parse):
+        """parse(path, label) for each DIR/<folder>/<node><suffix> of a known node."""
+        found = {}
+        for node_name, path in _node_files(os.path.join(directory, folder), suffix).items():
+            label = label_prefix + os.path.relpath(path, directory)
+            if node_name not in known:
+                notes.append("%s: no node %s in the snapshot; ignored" % (label, node_name))
+                continue
+            try:
+                value = parse(path, label)
+            except SnapshotError as error:
+                problems.extend(error.problems)
+                continue
+            found[node_name] = value
+        return found
+
+    # A facts file listing no GPU says nothing about the node: leave the node out.
+    facts.update((node, gpus) for node, gpus in per_node(
+        "facts", ".json", lambda path, label: parse_gpu_facts(_read_json(path, label), label, notes)).items() if gpus)
+    utilization.update(per_node("utilization", ".csv",
+                                lambda path, label: parse_utilization_csv(_read_text(path, label), label)))
+
+    single = os.path.join(directory, "utilization.csv")
+    if os.path.isfile(single):
+        label = label_prefix + "utilization.csv"
+        text = _read_text(single, label)
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        columns = len(next(csv.reader([first], skipinitialspace=True), [])) if first else 0
+        try:
+            if columns == len(UTILIZATION_FIELDS) + 1:
+                for node_name, samples in parse_utilization_csv(text, label, with_node=True).items():
+                    if node_name not in known:
+                        notes.append("%s: no node %s in the snapshot; its rows are ignored" % (label, node_name))
+                        continue
+                    utilization.setdefault(node_name, []).extend(samples)
+            elif columns == len(UTILIZATION_FIELDS) and len(gpu_nodes) == 1:
+                utilization.setdefault(gpu_nodes[0], []).extend(parse_utilization_csv(text, label))
+            elif columns == len(UTILIZATION_FIELDS):
+                problems.append("%s: rows have no node column but the snapshot has %d GPU nodes; put each node's "
+                                "CSV in utilization/<node>.csv, or add the node name as a first column"
+                                % (label, len(gpu_nodes)))
+            elif first:
+                parse_utilization_csv(text, label)   # reports the bad field count with its line
+        except SnapshotError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise SnapshotError(problems)
+    return facts, utilization, notes
+
+
+def load_snapshot(directory):
+    """Read a snapshot directory; raise SnapshotError naming every bad file and field."""
+    if not os.path.isdir(directory):
+        raise SnapshotError("%s: not a directory; --snapshot takes a folder holding nodes.json, pods.json and "
+                            "events.json" % directory)
+    problems = []
+    parsed = {}
+    for filename, parser in (("nodes.json", parse_nodes), ("pods.json", parse_pods), ("events.json", parse_events)):
+        path = os.path.join(directory, filename)
+        try:
+            parsed[filename] = parser(_read_json(path, filename), filename)
+        except SnapshotError as error:
+            if error.problems and error.problems[0] == "%s: missing" % filename:
+                kind = {"nodes.json": "nodes", "pods.json": "pods -A", "events.json": "events -A"}[filename]
+                error.problems[0] += "; create it with `kubectl get %s -o json > %s`" % (kind, path)
+            problems.extend(error.problems)
+    if problems:
+        raise SnapshotError(problems)
+    nodes = parsed["nodes.json"]
+    facts, utilization, notes = load_gpu_data(directory, nodes)
+    return Snapshot(nodes=nodes, pods=parsed["pods.json"], events=parsed["events.json"],
+                    facts=facts, utilization=utilization, notes=notes, source=directory)

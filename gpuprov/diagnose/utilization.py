@@ -1,0 +1,157 @@
+"""nvidia-smi utilisation samples: the CSV format, and SM activity summaries."""
+
+import csv
+import io
+import math
+import re
+
+from gpuprov.diagnose.snapshot import SnapshotError, UtilizationSample
+from gpuprov.diagnose.thresholds import (
+    CYCLE_MIN_SHARE,
+    MEMORY_IN_USE_FRACTION,
+    SM_BUSY_MEAN_PERCENT,
+    SM_HIGH_PERCENT,
+    SM_IDLE_PERCENT,
+    SM_LOW_PERCENT,
+)
+
+
+UTILIZATION_FIELDS = ("timestamp", "index", "name", "memory.used", "memory.total", "utilization.gpu")
+NVIDIA_SMI_QUERY = ",".join(UTILIZATION_FIELDS)
+# nvidia-smi's own timestamp format, e.g. 2026/11/30 10:00:01.123
+_TIMESTAMP = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?$")
+_NOT_AVAILABLE = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]")
+
+
+def _csv_number(text, where, problems, integer=False):
+    if text in _NOT_AVAILABLE:
+        return None
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        problems.append("%s: %r is not a number" % (where, text))
+        return None
+    return value
+
+
+def parse_utilization_csv(text, source, with_node=False):
+    """Samples from nvidia-smi's CSV (see NVIDIA_SMI_QUERY); with_node: a node name column first.
+
+    Returns [UtilizationSample], or {node: [UtilizationSample]} when with_node is set.
+    A header line (`timestamp, index, ...`) is skipped, so output without `noheader` works.
+    """
+    problems = []
+    samples = {} if with_node else []
+    width = len(UTILIZATION_FIELDS) + (1 if with_node else 0)
+    for line_number, row in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        row = [cell.strip() for cell in row]
+        where = "%s: line %d" % (source, line_number)
+        if row[1 if with_node else 0].lower().startswith("timestamp"):
+            continue
+        if len(row) != width:
+            problems.append("%s: expected %d fields (%s), got %d; record with `nvidia-smi --query-gpu=%s "
+                            "--format=csv,noheader,nounits -l 1`"
+                            % (where, width, ", ".join((("node",) if with_node else ()) + UTILIZATION_FIELDS),
+                               len(row), NVIDIA_SMI_QUERY))
+            if len(problems) >= 10:
+                break
+            continue
+        node = row.pop(0) if with_node else None
+        timestamp, index, name, used, total, util = row
+        if not _TIMESTAMP.match(timestamp):
+            problems.append("%s: timestamp: %r is not nvidia-smi's YYYY/MM/DD HH:MM:SS.mmm" % (where, timestamp))
+        before = len(problems)
+        index_value = _csv_number(index, where + ": index", problems, integer=True)
+        used_value = _csv_number(used, where + ": memory.used", problems)
+        total_value = _csv_number(total, where + ": memory.total", problems)
+        util_value = _csv_number(util, where + ": utilization.gpu", problems)
+        if index_value is None and len(problems) == before:
+            problems.append("%s: index: missing" % where)
+        if len(problems) > before or not _TIMESTAMP.match(timestamp):
+            if len(problems) >= 10:
+                break
+            continue
+        sample = UtilizationSample(timestamp=timestamp, index=index_value, name=name,
+                                   memory_used_mib=used_value, memory_total_mib=total_value,
+                                   utilization_gpu=util_value)
+        if with_node:
+            samples.setdefault(node, []).append(sample)
+        else:
+            samples.append(sample)
+    if problems:
+        raise SnapshotError(problems)
+    return samples
+
+
+def percentile(values, fraction):
+    """Nearest-rank percentile (no interpolation): a value that was actually observed."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def classify_sm(values, memory_used_fraction):
+    """Name the pattern of a GPU's SM utilisation series.
+
+    cycling  bursts of work between idle samples: the GPU waits for its input (CPU-bound).
+    low      memory is held but kernels rarely run: waiting on I/O or the network.
+    busy     doing real work most of the time.
+    idle     nothing runs and little memory is held.
+    moderate none of the above.
+    """
+    if not values:
+        return None
+    count = len(values)
+    idle_share = sum(1 for v in values if v <= SM_IDLE_PERCENT) / count
+    high_share = sum(1 for v in values if v >= SM_HIGH_PERCENT) / count
+    mean = sum(values) / count
+    memory_in_use = memory_used_fraction is not None and memory_used_fraction >= MEMORY_IN_USE_FRACTION
+    if idle_share >= CYCLE_MIN_SHARE and high_share >= CYCLE_MIN_SHARE:
+        return "cycling"
+    if mean >= SM_BUSY_MEAN_PERCENT:
+        return "busy"
+    if max(values) <= SM_IDLE_PERCENT and not memory_in_use:
+        return "idle"
+    if percentile(values, 0.95) < SM_LOW_PERCENT and memory_in_use:
+        return "low"
+    return "moderate"
+
+
+def summarise_utilization(samples):
+    """Per GPU: samples, mean and p95 SM utilisation, mean/p95/max memory used, pattern.
+
+    Returns a list sorted by GPU index of dicts with the keys index, name, samples,
+    sm_mean, sm_p95, memory_used_mean_mib, memory_used_p95_mib, memory_used_max_mib,
+    memory_total_mib, pattern, first, last. Values nvidia-smi reported as [N/A] are left
+    out of the statistics; a statistic with no values is None.
+    """
+    by_index = {}
+    for sample in samples:
+        by_index.setdefault(sample.index, []).append(sample)
+    summaries = []
+    for index in sorted(by_index):
+        series = by_index[index]
+        sm = [s.utilization_gpu for s in series if s.utilization_gpu is not None]
+        used = [s.memory_used_mib for s in series if s.memory_used_mib is not None]
+        totals = [s.memory_total_mib for s in series if s.memory_total_mib]
+        total = max(totals) if totals else None
+        used_p95 = percentile(used, 0.95)
+        summaries.append({
+            "index": index,
+            "name": series[-1].name,
+            "samples": len(series),
+            "sm_mean": round(sum(sm) / len(sm), 1) if sm else None,
+            "sm_p95": percentile(sm, 0.95),
+            "memory_used_mean_mib": round(sum(used) / len(used), 1) if used else None,
+            "memory_used_p95_mib": used_p95,
+            "memory_used_max_mib": max(used) if used else None,
+            "memory_total_mib": total,
+            "pattern": classify_sm(sm, (used_p95 / total) if (used_p95 is not None and total) else None),
+            "first": min(s.timestamp for s in series),
+            "last": max(s.timestamp for s in series),
+        })
+    return summaries

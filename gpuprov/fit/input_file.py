@@ -1,0 +1,161 @@
+"""Reading and validating the fit input file into the model."""
+
+import json
+import yaml
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
+from gpuprov.fit.packing_model import View, check_placeable
+from gpuprov.fit.units import parse_compute, parse_memory_mib
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_input(data, source="input"):
+    """{workloads: [...], pool: ...} -> ([Workload], [PoolEntry]). Raises FitInputError."""
+    problems = []
+    if not isinstance(data, dict):
+        raise FitInputError(["%s: expected a mapping with `workloads:` and `pool:`" % source])
+    unknown = sorted(set(map(str, data)) - {"workloads", "pool"})
+    if unknown:
+        problems.append("%s: unknown key(s) %s; allowed: workloads, pool" % (source, ", ".join(unknown)))
+    pool_problems = []
+    pool = _parse_pool(data.get("pool"), pool_problems)
+    problems.extend(pool_problems)
+    workloads = _parse_workloads(data.get("workloads"), problems)
+    if not pool_problems:
+        # Workloads no GPU of the pool can take are bad input too; report them in the same list.
+        problems.extend(check_placeable(workloads, [View(k, entry) for k, entry in enumerate(pool)]))
+    if problems:
+        raise FitInputError(problems)
+    return workloads, pool
+
+
+def _parse_pool(raw, problems):
+    if raw is None:
+        problems.append("pool: required: the GPUs to pack onto, e.g. {model: A100-80GB, count: unlimited} "
+                        "or a list of {model, count}")
+        return []
+    entries = [raw] if isinstance(raw, dict) else raw
+    if not isinstance(entries, list) or not entries:
+        problems.append("pool: must be {model, count} or a non-empty list of them")
+        return []
+    pool, seen = [], {}
+    for i, entry in enumerate(entries):
+        field = "pool" if isinstance(raw, dict) else "pool[%d]" % i
+        if not isinstance(entry, dict):
+            problems.append("%s: must be a mapping {model, count, gpus_per_node}" % field)
+            continue
+        unknown = sorted(set(map(str, entry)) - set(POOL_KEYS))
+        if unknown:
+            problems.append("%s: unknown key(s) %s; allowed: %s" % (field, ", ".join(unknown), ", ".join(POOL_KEYS)))
+        model = None
+        if "model" not in entry:
+            problems.append("%s: model: required (see `gpuprov catalog`)" % field)
+        else:
+            try:
+                model = catalog.lookup(entry["model"])
+            except catalog.UnknownModelError as exc:
+                problems.append("%s: model: %s" % (field, exc))
+        count = entry.get("count", "unlimited")
+        if count == "unlimited":
+            count = None
+        elif not _is_int(count) or count < 1:
+            problems.append("%s: count: must be a positive integer or `unlimited`, got %r" % (field, count))
+            count = None
+        per_node = entry.get("gpus_per_node")
+        if per_node is not None:
+            if not _is_int(per_node) or per_node < 1:
+                problems.append("%s: gpus_per_node: must be a positive integer, got %r" % (field, per_node))
+                per_node = None
+            elif count is not None and count % per_node:
+                problems.append("%s: count: %d GPUs do not make whole nodes of %d (gpus_per_node)"
+                                % (field, count, per_node))
+        if model is not None:
+            if model.key in seen:
+                problems.append("%s: model: %s is already listed at %s; give one entry per model"
+                                % (field, model.key, seen[model.key]))
+                continue
+            seen[model.key] = field
+            pool.append(PoolEntry(model, count, per_node, field))
+    return pool
+
+
+def _parse_workloads(raw, problems):
+    if raw is None:
+        problems.append("workloads: required: a list of {name, memory, compute, isolation, replicas}")
+        return []
+    if not isinstance(raw, list) or not raw:
+        problems.append("workloads: must be a non-empty list of {name, memory, compute, isolation, replicas}")
+        return []
+    workloads, names = [], {}
+    for i, entry in enumerate(raw):
+        where = "workloads[%d]" % i
+        if not isinstance(entry, dict):
+            problems.append("%s: must be a mapping {name, memory, compute, isolation, replicas}" % where)
+            continue
+        name = entry.get("name")
+        if name is None or (isinstance(name, str) and not name.strip()):
+            problems.append("%s: name: required" % where)
+            name = None
+        elif not isinstance(name, (str, int)) or isinstance(name, bool):
+            problems.append("%s: name: must be a string, got %r" % (where, name))
+            name = None
+        else:
+            name = str(name).strip()
+            if name in names:
+                problems.append("workload %s: name: used twice (workloads[%d] and [%d]); names must be unique"
+                                % (name, names[name], i))
+            names.setdefault(name, i)
+            where = "workload %s" % name
+        unknown = sorted(set(map(str, entry)) - set(WORKLOAD_KEYS))
+        if unknown:
+            problems.append("%s: unknown key(s) %s; allowed: %s"
+                            % (where, ", ".join(unknown), ", ".join(WORKLOAD_KEYS)))
+        ok = name is not None
+        memory = None
+        if "memory" not in entry:
+            problems.append("%s: memory: required (GiB, or a size such as \"10GiB\" or \"10GB\")" % where)
+            ok = False
+        else:
+            try:
+                memory = parse_memory_mib(entry["memory"])
+            except ValueError as exc:
+                problems.append("%s: memory: %s" % (where, exc))
+                ok = False
+        compute = None
+        try:
+            compute = parse_compute(entry.get("compute"))
+        except ValueError as exc:
+            problems.append("%s: compute: %s" % (where, exc))
+            ok = False
+        isolation = entry.get("isolation", "soft")
+        if isolation not in ("hard", "soft"):
+            problems.append("%s: isolation: must be hard (own MIG instance) or soft (may share a GPU), got %r"
+                            % (where, isolation))
+            ok = False
+        replicas = entry.get("replicas", 1)
+        if not _is_int(replicas) or replicas < 1:
+            problems.append("%s: replicas: must be a positive integer, got %r" % (where, replicas))
+            ok = False
+        if ok:
+            workloads.append(Workload(name, memory, compute, isolation == "hard", replicas))
+    return workloads
+
+
+def load_input(path):
+    """Read a YAML or JSON workloads file. Raises FitInputError naming the file."""
+    kind = "JSON" if path.endswith(".json") else "YAML"
+    try:
+        with open(path) as handle:
+            # PyYAML names the file in its errors when it reads from the file object.
+            data = json.load(handle) if kind == "JSON" else yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise FitInputError(["%s: no such file" % path]) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise FitInputError(["%s: cannot read: %s" % (path, exc)]) from None
+    except (ValueError, yaml.YAMLError) as exc:
+        raise FitInputError(["%s: not valid %s: %s" % (path, kind, " ".join(str(exc).split()))]) from None
+    return parse_input(data, path)

@@ -1,0 +1,148 @@
+"""The fit report: the inventory text, the explanation and the JSON document."""
+
+import yaml
+
+from gpuprov.fit.hosts import HOST_GROUP, inventory, node_vars
+from gpuprov.fit.units import EPS, MIB_PER_GIB, compute_text, gib_text
+
+
+FIT_FORMAT_VERSION = 1
+
+
+def resource_name(gpu, profile_index):
+    if gpu.mode == "mig":
+        return "nvidia.com/mig-" + gpu.view.geometry.names[profile_index].replace("+", ".")
+    return "nvidia.com/gpu"
+
+
+def gpu_lines(gpu):
+    """'Chat -> 3g.20gb@0' per workload, for comments and tables."""
+    if gpu.mode == "mig":
+        g = gpu.view.geometry
+        return ["%s -> %s@%d" % (item.name, g.names[p], inst.start) for item, p, inst in gpu.placements]
+    return [item.name for item in gpu.items]
+
+
+def inventory_text(result, source=None):
+    """The inventory as YAML, with which workload lands where written as comments."""
+    head = ["# gpuprov fit%s: %d GPU(s) on %d node(s)." % (" " + source if source else "", len(result.gpus),
+                                                          len(result.nodes)),
+            "# Check it with: gpuprov plan -i <this file>",
+            "all:", "  children:", "    %s:" % HOST_GROUP, "      hosts:"]
+    for node in result.nodes:
+        for gpu in node.gpus:
+            head.append("        # GPU %d (%s): %s" % (gpu.index, gpu.sharing, ", ".join(gpu_lines(gpu))))
+        if node.spares:
+            head.append("        # GPU %d-%d: idle" % (len(node.gpus), len(node.gpus) + node.spares - 1)
+                        if node.spares > 1 else "        # GPU %d: idle" % len(node.gpus))
+        body = yaml.safe_dump({node.host: node_vars(node)}, sort_keys=False, default_flow_style=False, width=120)
+        head.extend("        " + line for line in body.splitlines())
+    return "\n".join(head) + "\n"
+
+
+def profile_notes(result):
+    """Why each MIG workload got its profile: the next smaller profile is too small."""
+    notes, seen = [], set()
+    for gpu in result.gpus:
+        if gpu.mode != "mig":
+            continue
+        g = gpu.view.geometry
+        for item, p, _inst in gpu.placements:
+            key = (g.model.key, item.workload.name)
+            if key in seen:
+                continue
+            seen.add(key)
+            name = g.names[p]
+            need_slices = g.compute_need(item.compute)
+            smaller = [k for k in range(len(g.profiles)) if g.memory_mib[k] + EPS < item.memory_mib]
+            reason = []
+            if smaller:
+                top = max(g.memory_mib[k] for k in smaller)
+                names = [g.names[k] for k in smaller if abs(g.memory_mib[k] - top) < EPS]
+                reason.append("%s %s %s GiB" % ("/".join(names), "has" if len(names) == 1 else "have", gib_text(top)))
+            if item.compute is not None:
+                reason.append("compute %s needs %d slice%s" % (compute_text(item.compute), need_slices,
+                                                                "" if need_slices == 1 else "s"))
+            notes.append("%s: %s GiB%s -> %s (%s GiB)%s" % (
+                item.workload.name, gib_text(item.memory_mib), " hard" if item.hard else " soft", name,
+                gib_text(g.memory_mib[p]), "; " + ", ".join(reason) if reason else ""))
+    return notes
+
+
+def explanation(result):
+    """Sentences: every lower bound, which one binds, and how the count was proven or found."""
+    used = len(result.gpus)
+    lines = []
+    for bound in sorted(result.bounds, key=lambda b: -b.gpus):
+        lines.append("lower bound %d GPU%s from %s (%s)%s" % (
+            bound.gpus, "" if bound.gpus == 1 else "s", bound.label, bound.detail,
+            "; reached" if bound.gpus == used else ""))
+    lines.extend(result.notes)
+    lower = result.lower_bound
+    plural = "" if used == 1 else "s"
+    if used == lower:
+        lines.append("%d GPU%s is optimal: it meets the lower bound" % (used, plural))
+    elif result.method == "exact" and result.restricted:
+        lines.append("%d GPU%s is the fewest under that rule (exhaustive search)" % (used, plural))
+    elif result.method == "exact":
+        lines.append("%d GPU%s is optimal: %s; the bounds above count totals and sizes, not which workloads "
+                     "fit together on one GPU" % (used, plural, result.proof))
+    else:
+        lines.append("%d GPU%s from the heuristic (first-fit decreasing); the optimum is between %d and %d"
+                     % (used, plural, lower, used))
+    return lines
+
+
+def as_dict(result, source=None):
+    gpus = []
+    for k, gpu in enumerate(result.gpus):
+        used = sum(i.memory_mib for i in gpu.items)
+        entry = {
+            "gpu": k,
+            "node": gpu.node,
+            "index": gpu.index,
+            "model": gpu.view.model.key,
+            "sharing": gpu.sharing,
+            "memory_gib": round(gpu.view.memory_mib / MIB_PER_GIB, 2),
+            "used_gib": round(used / MIB_PER_GIB, 2),
+            "idle_gib": round((gpu.view.memory_mib - used) / MIB_PER_GIB, 2),
+            "workloads": [],
+        }
+        if gpu.mode == "mig":
+            g = gpu.view.geometry
+            entry["mig"] = {
+                "instances": [{"profile": g.names[p], "placement": {"start": inst.start, "size": inst.size},
+                               "memory_gib": g.profiles[p].memory_gib, "workload": item.name}
+                              for item, p, inst in gpu.placements],
+                "idle_memory_slices": g.memory_slices - sum(inst.size for _, _, inst in gpu.placements),
+                "idle_compute_slices": g.compute_total - sum(g.profiles[p].compute_slices
+                                                             for _, p, _ in gpu.placements),
+            }
+            entry["workloads"] = [{"name": item.name, "workload": item.workload.name,
+                                   "memory_gib": round(item.memory_mib / MIB_PER_GIB, 2),
+                                   "isolation": item.workload.isolation, "profile": g.names[p],
+                                   "resource": resource_name(gpu, p)}
+                                  for item, p, _inst in gpu.placements]
+        else:
+            entry["workloads"] = [{"name": item.name, "workload": item.workload.name,
+                                   "memory_gib": round(item.memory_mib / MIB_PER_GIB, 2),
+                                   "isolation": item.workload.isolation, "resource": "nvidia.com/gpu"}
+                                  for item in gpu.items]
+        gpus.append(entry)
+    return {
+        "format": FIT_FORMAT_VERSION,
+        "source": source,
+        "gpus_used": len(result.gpus),
+        "nodes_used": len(result.nodes),
+        "optimal": result.optimal,
+        "method": result.method,
+        "proof": result.proof,
+        "lower_bound": result.lower_bound,
+        "bounds": [b.as_dict() for b in sorted(result.bounds, key=lambda b: -b.gpus)],
+        "explanation": explanation(result),
+        "profile_choices": profile_notes(result),
+        "soft_sharing": result.soft_sharing,
+        "idle_gib": round(sum(g["idle_gib"] for g in gpus), 2),
+        "gpus": gpus,
+        "inventory": inventory(result),
+    }
