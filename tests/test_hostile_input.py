@@ -483,3 +483,101 @@ def test_per_host_file_names_stay_in_their_folder(name, expected):
         assert "/" not in result and not result.startswith(".") and "\n" not in result
         assert os.path.dirname(os.path.join("/out", result + ".json")) == "/out"
     assert safe_file_name("a/b") != safe_file_name("a_b")
+
+
+# -- fit writes data only ---------------------------------------------------------------------
+
+def test_fit_inventory_never_carries_a_template_or_a_forged_line(gpuprov, tmp_path):
+    marker = tmp_path / "PWNED"
+    workloads = tmp_path / "workloads.yaml"
+    workloads.write_text(yaml.safe_dump({"workloads": [
+        {"name": "{{ lookup('pipe', 'touch %s') }}" % marker, "memory": 10, "isolation": "hard"},
+        {"name": "x\n        gpuprov_gpu_model: T4 # forged", "memory": 5},
+        {"name": "{% raw %}y{% endraw %}", "memory": 5}],
+        "pool": {"model": "A100-SXM4-40GB", "count": "unlimited"}}))
+    written = tmp_path / "fit.yml"
+    code, _, err = gpuprov("fit", str(workloads), "-o", "inventory", "-w", str(written))
+    assert code == 0, err
+    text = written.read_text()
+    assert all(not line.lstrip().startswith("gpuprov_gpu_model: T4") for line in text.splitlines())
+    assert text.count("!unsafe") == 2
+    code, out, err = gpuprov("plan", "-i", str(written), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["nodes"]["fit-a100-sxm4-40gb-01"]["gpus"][0]["model"] == "A100-SXM4-40GB"
+    # Ansible itself, rendering every variable as a playbook would, keeps the names literal.
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.inventory.manager import InventoryManager
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(written)])
+    host_vars = VariableManager(loader=loader, inventory=manager).get_vars(host=manager.get_host(
+        "fit-a100-sxm4-40gb-01"))
+    layout = Templar(loader=loader, variables=host_vars).template(host_vars["fit_layout"])
+    names = [w for gpu in layout for w in gpu["workloads"]]
+    assert any(name.startswith("{{ lookup('pipe'") for name in names)
+    assert any(name.startswith("{% raw %}") for name in names)
+    assert not marker.exists()
+
+
+def test_fit_bounds_counts_and_reads_files_with_the_same_caps(gpuprov, tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({"workloads": [{"name": "a", "memory": 1, "replicas": 10 ** 12}],
+                                    "pool": {"model": "T4", "count": 10 ** 15, "gpus_per_node": 10 ** 9}}))
+    code, _, err = gpuprov("fit", str(path))
+    assert code == 2
+    assert "workload a: replicas: 1000000000000; the limit is 1000 per workload" in err
+    assert "pool: count: 1000000000000000 GPUs; the limit is 100000" in err
+    path.write_text(HOSTILE_FILES["billion-laughs"][0])
+    code, _, err = gpuprov("fit", str(path))
+    assert code == 2 and "%s: not valid YAML: more than 500000 values" % path in err
+
+
+# -- diagnose ---------------------------------------------------------------------------------
+
+def _strict(text):
+    def refuse(name):
+        raise ValueError("not JSON: %s" % name)
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_diagnose_skips_samples_that_are_not_measurements_and_prints_strict_json(tmp_path):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from gpuprov import cmd_diagnose
+
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(os.path.join(REPO, "examples", "snapshot"), str(snapshot))
+    csv_path = snapshot / "utilization" / "gpu-a100-01.csv"
+    with open(str(csv_path), "a") as handle:
+        for row in ("0, NVIDIA A100-SXM4-80GB, nan, 81920, 5", "1, NVIDIA A100-SXM4-80GB, 10, 81920, inf",
+                    "2, NVIDIA A100-SXM4-80GB, 10, 81920, -3", "3, NVIDIA A100-SXM4-80GB, 10, 81920, 250",
+                    "999999999, NVIDIA A100-SXM4-80GB, 10, 81920, 5", "0, NVIDIA A100-SXM4-80GB, 1e999, 81920, 5"):
+            handle.write("2026/11/30 09:59:59.000, %s\n" % row)
+    result = CliRunner().invoke(cmd_diagnose.diagnose, ["--snapshot", str(snapshot), "-o", "json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    report = _strict(result.stdout)
+    assert any("utilization/gpu-a100-01.csv: 6 sample(s) skipped" in note for note in report["notes"])
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"\x00\x01binary", "binary content"),
+    (b"- just\n- a list\n", "expected a mapping"),
+    (b"clusters: {a: 1}\n", "clusters: expected a list of {name, ...}"),
+    (("[" * 5000).encode(), "nesting deeper than 64 levels"),
+])
+def test_diagnose_malformed_kubeconfig_is_exit_2(tmp_path, content, reason):
+    pytest.importorskip("kubernetes")
+    from click.testing import CliRunner
+
+    from gpuprov import cmd_diagnose
+
+    path = tmp_path / "kubeconfig"
+    path.write_bytes(content)
+    result = CliRunner().invoke(cmd_diagnose.diagnose, ["--kubeconfig", str(path)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "kubeconfig %s" % path in result.stderr and reason in result.stderr

@@ -34,13 +34,35 @@ def _csv_number(text, where, problems, integer=False):
     return value
 
 
-def parse_utilization_csv(text, source, with_node=False):
+# A sample outside these is not a measurement (nvidia-smi prints percentages 0-100 and
+# indices below the node's GPU count; gpuprov plans at most 64 GPUs per node).
+MAX_GPU_INDEX = 63
+
+
+def _sample_problem(index, used, total, util):
+    """Why a parsed sample cannot be a measurement, or None."""
+    for name, value in (("memory.used", used), ("memory.total", total), ("utilization.gpu", util)):
+        if value is not None and (math.isnan(value) or math.isinf(value) or value < 0):
+            return "%s %r" % (name, value)
+    if util is not None and util > 100:
+        return "utilization.gpu %r above 100%%" % util
+    if index is not None and not 0 <= index <= MAX_GPU_INDEX:
+        return "GPU index %d" % index
+    if used is not None and total is not None and used > total:
+        return "memory.used above memory.total"
+    return None
+
+
+def parse_utilization_csv(text, source, with_node=False, notes=None):
     """Samples from nvidia-smi's CSV (see NVIDIA_SMI_QUERY); with_node: a node name column first.
 
     Returns [UtilizationSample], or {node: [UtilizationSample]} when with_node is set.
     A header line (`timestamp, index, ...`) is skipped, so output without `noheader` works.
+    Samples that cannot be measurements (NaN, infinity, negative, above 100%, absurd GPU
+    index) are skipped and counted in one line of ``notes``.
     """
     problems = []
+    skipped, first_reason = 0, None
     samples = {} if with_node else []
     width = len(UTILIZATION_FIELDS) + (1 if with_node else 0)
     for line_number, row in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
@@ -73,6 +95,11 @@ def parse_utilization_csv(text, source, with_node=False):
             if len(problems) >= 10:
                 break
             continue
+        reason = _sample_problem(index_value, used_value, total_value, util_value)
+        if reason is not None:
+            skipped += 1
+            first_reason = first_reason or "%s (%s)" % (reason, where)
+            continue
         sample = UtilizationSample(timestamp=timestamp, index=index_value, name=name,
                                    memory_used_mib=used_value, memory_total_mib=total_value,
                                    utilization_gpu=util_value)
@@ -82,6 +109,8 @@ def parse_utilization_csv(text, source, with_node=False):
             samples.append(sample)
     if problems:
         raise SnapshotError(problems)
+    if skipped and notes is not None:
+        notes.append("%s: %d sample(s) skipped: not measurements, e.g. %s" % (source, skipped, first_reason))
     return samples
 
 

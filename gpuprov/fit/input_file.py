@@ -1,12 +1,19 @@
 """Reading and validating the fit input file into the model."""
 
-import json
-import yaml
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, escape, short
 from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
 from gpuprov.fit.units import parse_compute, parse_memory_mib
+
+
+# Bounds, checked before anything is built from a count (the heuristic packs every copy of
+# every workload; a pool count is only compared, but 10**12 GPUs is no pool).
+MAX_WORKLOADS = 1000
+MAX_REPLICAS = 1000
+MAX_COPIES = 5000
+MAX_POOL_GPUS = 100000
+MAX_NAME_LENGTH = 128
 
 
 def _is_int(value):
@@ -54,6 +61,9 @@ def _parse_pool(raw, problems):
         model = None
         if "model" not in entry:
             problems.append("%s: model: required (see `gpuprov catalog`)" % field)
+        elif not isinstance(entry["model"], str) or len(entry["model"]) > MAX_NAME_LENGTH:
+            problems.append("%s: model: must be a GPU model name of at most %d characters, got %s"
+                            % (field, MAX_NAME_LENGTH, short(entry["model"])))
         else:
             try:
                 model = catalog.lookup(entry["model"])
@@ -63,12 +73,18 @@ def _parse_pool(raw, problems):
         if count == "unlimited":
             count = None
         elif not _is_int(count) or count < 1:
-            problems.append("%s: count: must be a positive integer or `unlimited`, got %r" % (field, count))
+            problems.append("%s: count: must be a positive integer or `unlimited`, got %s" % (field, short(count)))
+            count = None
+        elif count > MAX_POOL_GPUS:
+            problems.append("%s: count: %d GPUs; the limit is %d (or `unlimited`)" % (field, count, MAX_POOL_GPUS))
             count = None
         per_node = entry.get("gpus_per_node")
         if per_node is not None:
             if not _is_int(per_node) or per_node < 1:
-                problems.append("%s: gpus_per_node: must be a positive integer, got %r" % (field, per_node))
+                problems.append("%s: gpus_per_node: must be a positive integer, got %s" % (field, short(per_node)))
+                per_node = None
+            elif per_node > MAX_GPUS_PER_NODE:
+                problems.append("%s: gpus_per_node: %d; a node has at most %d GPUs" % (field, per_node, MAX_GPUS_PER_NODE))
                 per_node = None
             elif count is not None and count % per_node:
                 problems.append("%s: count: %d GPUs do not make whole nodes of %d (gpus_per_node)"
@@ -90,7 +106,11 @@ def _parse_workloads(raw, problems):
     if not isinstance(raw, list) or not raw:
         problems.append("workloads: must be a non-empty list of {name, memory, compute, isolation, replicas}")
         return []
+    if len(raw) > MAX_WORKLOADS:
+        problems.append("workloads: %d workloads; the limit is %d" % (len(raw), MAX_WORKLOADS))
+        return []
     workloads, names = [], {}
+    copies = 0
     for i, entry in enumerate(raw):
         where = "workloads[%d]" % i
         if not isinstance(entry, dict):
@@ -101,7 +121,10 @@ def _parse_workloads(raw, problems):
             problems.append("%s: name: required" % where)
             name = None
         elif not isinstance(name, (str, int)) or isinstance(name, bool):
-            problems.append("%s: name: must be a string, got %r" % (where, name))
+            problems.append("%s: name: must be a string, got %s" % (where, short(name)))
+            name = None
+        elif len(str(name)) > MAX_NAME_LENGTH:
+            problems.append("%s: name: at most %d characters, got %d" % (where, MAX_NAME_LENGTH, len(str(name))))
             name = None
         else:
             name = str(name).strip()
@@ -109,7 +132,7 @@ def _parse_workloads(raw, problems):
                 problems.append("workload %s: name: used twice (workloads[%d] and [%d]); names must be unique"
                                 % (name, names[name], i))
             names.setdefault(name, i)
-            where = "workload %s" % name
+            where = "workload %s" % escape(name)
         unknown = sorted(set(map(str, entry)) - set(WORKLOAD_KEYS))
         if unknown:
             problems.append("%s: unknown key(s) %s; allowed: %s"
@@ -138,8 +161,16 @@ def _parse_workloads(raw, problems):
             ok = False
         replicas = entry.get("replicas", 1)
         if not _is_int(replicas) or replicas < 1:
-            problems.append("%s: replicas: must be a positive integer, got %r" % (where, replicas))
+            problems.append("%s: replicas: must be a positive integer, got %s" % (where, short(replicas)))
             ok = False
+        elif replicas > MAX_REPLICAS:
+            problems.append("%s: replicas: %d; the limit is %d per workload" % (where, replicas, MAX_REPLICAS))
+            ok = False
+        else:
+            copies += replicas
+            if copies > MAX_COPIES:
+                problems.append("%s: replicas: %d workload copies in all; the limit is %d" % (where, copies, MAX_COPIES))
+                return workloads
         if ok:
             workloads.append(Workload(name, memory, compute, isolation == "hard", replicas))
     return workloads
@@ -147,15 +178,13 @@ def _parse_workloads(raw, problems):
 
 def load_input(path):
     """Read a YAML or JSON workloads file. Raises FitInputError naming the file."""
-    kind = "JSON" if path.endswith(".json") else "YAML"
+    import os
+
+    if not os.path.exists(path):
+        raise FitInputError(["%s: no such file" % escape(path)])
     try:
-        with open(path) as handle:
-            # PyYAML names the file in its errors when it reads from the file object.
-            data = json.load(handle) if kind == "JSON" else yaml.safe_load(handle)
-    except FileNotFoundError:
-        raise FitInputError(["%s: no such file" % path]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise FitInputError(["%s: cannot read: %s" % (path, exc)]) from None
-    except (ValueError, yaml.YAMLError) as exc:
-        raise FitInputError(["%s: not valid %s: %s" % (path, kind, " ".join(str(exc).split()))]) from None
-    return parse_input(data, path)
+        # Size, nesting, alias expansion and encoding bounded as for every input file.
+        data = safe_files.load(path)
+    except safe_files.FileInputError as exc:
+        raise FitInputError([escape(exc)]) from None
+    return parse_input(data, escape(path))

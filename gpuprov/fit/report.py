@@ -23,21 +23,51 @@ def gpu_lines(gpu):
     return [item.name for item in gpu.items]
 
 
+class UnsafeText(str):
+    """A string Ansible must never render as a template (written with the !unsafe tag)."""
+
+
+class _InventoryDumper(yaml.SafeDumper):
+    pass
+
+
+def _unsafe_presenter(dumper, data):
+    return dumper.represent_scalar("!unsafe", str(data), style="'")
+
+
+_InventoryDumper.add_representer(UnsafeText, _unsafe_presenter)
+
+
+def _data_only(value):
+    """Every string that could read as Jinja ({{, {%, {#) becomes UnsafeText, recursively."""
+    if isinstance(value, dict):
+        return dict((_data_only(k) if not isinstance(k, str) else k, _data_only(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_data_only(v) for v in value]
+    if isinstance(value, str) and "{" in value:
+        return UnsafeText(value)
+    return value
+
+
 def inventory_text(result, source=None):
-    """The inventory as YAML, with which workload lands where written as comments."""
-    head = ["# gpuprov fit%s: %d GPU(s) on %d node(s)." % (" " + source if source else "", len(result.gpus),
-                                                          len(result.nodes)),
-            "# Check it with: gpuprov plan -i <this file>",
-            "all:", "  children:", "    %s:" % HOST_GROUP, "      hosts:"]
+    """The inventory as YAML data only: which workload lands where is the hosts' ``fit_layout``
+    variable (not gpuprov's, so `gpuprov plan` ignores it), everything goes through the YAML
+    dumper (no name reaches a comment or raw text), and any string that could be read back as
+    a Jinja template is written ``!unsafe``, so neither `gpuprov plan` nor ansible-playbook
+    ever renders it. ``source`` is accepted for compatibility and not written."""
+    hosts = {}
     for node in result.nodes:
-        for gpu in node.gpus:
-            head.append("        # GPU %d (%s): %s" % (gpu.index, gpu.sharing, ", ".join(gpu_lines(gpu))))
-        if node.spares:
-            head.append("        # GPU %d-%d: idle" % (len(node.gpus), len(node.gpus) + node.spares - 1)
-                        if node.spares > 1 else "        # GPU %d: idle" % len(node.gpus))
-        body = yaml.safe_dump({node.host: node_vars(node)}, sort_keys=False, default_flow_style=False, width=120)
-        head.extend("        " + line for line in body.splitlines())
-    return "\n".join(head) + "\n"
+        variables = node_vars(node)
+        layout = [{"gpu": gpu.index, "sharing": gpu.sharing, "workloads": gpu_lines(gpu)} for gpu in node.gpus]
+        layout.extend({"gpu": index, "sharing": "idle", "workloads": []}
+                      for index in range(len(node.gpus), len(node.gpus) + node.spares))
+        variables["fit_layout"] = layout
+        hosts[node.host] = variables
+    document = {"all": {"children": {HOST_GROUP: {"hosts": hosts}}}}
+    head = "# gpuprov fit: %d GPU(s) on %d node(s). Check it with: gpuprov plan -i <this file>\n" % (
+        len(result.gpus), len(result.nodes))
+    return head + yaml.dump(_data_only(document), Dumper=_InventoryDumper, sort_keys=False,
+                            default_flow_style=False, width=120, allow_unicode=False)
 
 
 def profile_notes(result):
