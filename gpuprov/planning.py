@@ -84,6 +84,11 @@ def plan_inventory(sources, limit=None, vault=None, extra_vars=None):
     secrets = []
     for host_vars in hosts:
         secrets.extend(host_vars.secrets)
+        if host_vars.problems:
+            # A variable that could not be rendered: the host's other checks would only
+            # repeat it ("gpuprov_gpu_model: required"), so its render problems stand alone.
+            problems.extend(intent_mod.Problem(host_vars.host, name, reason) for name, reason in host_vars.problems)
+            continue
         node_intent, node_problems = intent_mod.parse_intent(host_vars.host, host_vars.variables, host_vars.base_dir,
                                                              file_cache)
         problems.extend(node_problems)

@@ -201,13 +201,15 @@ def _set_vault(loader, vault):
 class HostVars:
     """One host's gpuprov_* variables, rendered, and the folder its relative paths start from."""
 
-    __slots__ = ("host", "variables", "base_dir", "secrets")
+    __slots__ = ("host", "variables", "base_dir", "secrets", "problems")
 
-    def __init__(self, host, variables, base_dir, secrets):
+    def __init__(self, host, variables, base_dir, secrets, problems=()):
         self.host = host
         self.variables = variables
         self.base_dir = base_dir
         self.secrets = secrets
+        # [(variable, reason)] for variables that could not be rendered (refused lookups, ...)
+        self.problems = list(problems)
 
 
 def _is_vaulted(value):
@@ -219,13 +221,18 @@ def _is_vaulted(value):
 
 
 def render_host(host, all_vars, loader):
-    """Render ``host``'s gpuprov_* variables with lookups restricted; InventoryError if refused."""
+    """Render ``host``'s gpuprov_* variables with lookups restricted.
+
+    Returns (rendered, secrets, problems): problems are (variable, reason) for variables
+    that could not be rendered (a refused lookup, an undefined variable, a vault secret
+    missing); those are left out of ``rendered``.
+    """
     from ansible.errors import AnsibleError
     from ansible.template import Templar
 
     mine = dict((k, v) for k, v in all_vars.items() if isinstance(k, str) and k.startswith(VAR_PREFIX))
     templar = Templar(loader=loader, variables=all_vars)
-    rendered, secrets = {}, []
+    rendered, secrets, problems = {}, [], []
     for name in sorted(mine):
         value = mine[name]
         try:
@@ -233,18 +240,19 @@ def render_host(host, all_vars, loader):
                 result = templar.template(value)
             rendered[name] = plain(result)
         except RefusedLookup as exc:
-            raise InventoryError("%s: %s: %s" % (host, name, exc))
+            problems.append((name, str(exc)))
         except AnsibleError as exc:
             refused = _refused(exc)
-            if refused is not None:
-                raise InventoryError("%s: %s: %s" % (host, name, refused))
             text = _error_text(exc)
-            if "vault" in text.lower() and "secret" in text.lower():
-                raise InventoryError("%s: %s: the value is vault-encrypted and no vault secret was given "
-                                     "(use --vault-password-file, --vault-id or --ask-vault-pass)" % (host, name))
-            raise InventoryError("%s: %s: cannot render: %s" % (host, name, text))
-        except (RecursionError, MemoryError):
-            raise InventoryError("%s: %s: cannot render: the template expands without bound" % (host, name))
+            if refused is not None:
+                problems.append((name, str(refused)))
+            elif "vault" in text.lower() and "secret" in text.lower():
+                problems.append((name, "the value is vault-encrypted and no vault secret was given "
+                                       "(use --vault-password-file, --vault-id or --ask-vault-pass)"))
+            else:
+                problems.append((name, "cannot render: %s" % text))
+        except (RecursionError, MemoryError, OverflowError):
+            problems.append((name, "cannot render: the template expands without bound"))
     # Every vaulted value the host can see, decrypted only to be kept out of messages.
     for value in all_vars.values():
         if _is_vaulted(value):
@@ -252,7 +260,7 @@ def render_host(host, all_vars, loader):
                 secrets.append(str(value))
             except Exception:  # no secret for it: then it cannot have been rendered either
                 pass
-    return rendered, secrets
+    return rendered, secrets, problems
 
 
 def load_inventory(sources, limit=None, vault=None, extra_vars=None):
@@ -314,16 +322,19 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None):
             # Not a GPU node (a control-plane host, say): nothing to plan.
             skipped.append(str(host.name))
             continue
-        rendered, secrets = render_host(str(host.name), all_vars, loader)
+        rendered, secrets, problems = render_host(str(host.name), all_vars, loader)
         base_dir = all_vars.get("inventory_dir")
         base_dir = os.path.abspath(str(base_dir)) if base_dir else os.getcwd()
-        result.append(HostVars(str(host.name), rendered, base_dir, secrets))
+        result.append(HostVars(str(host.name), rendered, base_dir, secrets, problems))
     return result, skipped
 
 
 def load_host_vars(sources, limit=None):
     """Compatibility: ([(host, {gpuprov_* vars})], [skipped hosts], base folder of the first source)."""
     hosts, skipped = load_inventory(sources, limit)
+    for host in hosts:
+        for name, reason in host.problems:
+            raise InventoryError("%s: %s: %s" % (host.host, name, reason))
     first = os.path.abspath(sources[0]) if sources and os.path.exists(sources[0]) else os.getcwd()
     base_dir = first if os.path.isdir(first) else os.path.dirname(first)
     return [(h.host, h.variables) for h in hosts], skipped, base_dir
