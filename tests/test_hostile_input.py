@@ -89,6 +89,13 @@ def test_file_env_and_vars_lookups_render(gpuprov, tmp_path, monkeypatch):
     assert node["gpu_count"] == 2 and node["strategy"] == "time-slicing"
 
 
+def test_a_template_that_never_ends_is_refused_not_waited_for(gpuprov, tmp_path):
+    host = dict(T4, gpuprov_gpu_model="{% for i in range(10**9) %}x{% endfor %}")
+    code, _, err = gpuprov("plan", "-i", inventory(tmp_path, {"n1": host}))
+    assert code == 2
+    assert "n1: gpuprov_gpu_model: cannot render: the template ran longer than 5 s" in err
+
+
 def test_an_inventory_script_is_not_run(gpuprov, tmp_path):
     marker = tmp_path / "PWNED"
     folder = tmp_path / "inv"
@@ -223,6 +230,8 @@ BOUNDS = [
                                                                    "pinned_memory_limit": "900G"}}},
      "pinned_memory_limit: 921600 MiB is more than the 15360 MiB of the node's T4"),
     ({"gpuprov_gpu_model": "T" * 10 ** 6}, "gpuprov_gpu_model: a model name has at most 128 characters"),
+    ({"gpuprov_kubelet": {"memory_manager_policy": "Static", "reserved_memory": [{}] * 2000}},
+     "gpuprov_kubelet.reserved_memory: must be a list of at most 1024 {numaNode, limits} entries"),
 ]
 
 

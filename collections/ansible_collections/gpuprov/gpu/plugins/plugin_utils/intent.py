@@ -87,6 +87,8 @@ NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 NODE_NAME_MAX = 253
 # CPU quantities: no node has more cores than Linux has CPU ids (cpuset.MAX_CPU_ID + 1).
 MAX_CPU_QUANTITY = cpuset.MAX_CPU_ID + 1
+# kubelet's reservedMemory has one entry per NUMA node; max-allowable-numa-nodes tops at 1024.
+MAX_NUMA_NODES = 1024
 
 # The gpuprov_* variables a node's plan reads.
 INTENT_VARS = ("gpuprov_gpu_model", "gpuprov_gpu_count", "gpuprov_gpus", "gpuprov_sharing",
@@ -543,6 +545,11 @@ def _parse_kubelet(kubelet, out):
             out.add("gpuprov_kubelet.cpu_manager_policy",
                     "static needs a CPU reservation: set reserved_system_cpus (a cpuset or auto) or "
                     "kube_reserved_cpu/system_reserved_cpu (kubelet refuses to start otherwise)")
+    reserved_memory = kubelet.get("reserved_memory")
+    if reserved_memory is not None and (not isinstance(reserved_memory, list) or len(reserved_memory) > MAX_NUMA_NODES
+                                        or not all(isinstance(item, dict) for item in reserved_memory)):
+        out.add("gpuprov_kubelet.reserved_memory", "must be a list of at most %d {numaNode, limits} entries, got %s"
+                % (MAX_NUMA_NODES, short(reserved_memory)))
     if kubelet.get("memory_manager_policy") == "Static" and not kubelet.get("reserved_memory"):
         out.add("gpuprov_kubelet.reserved_memory",
                 "memory_manager_policy Static needs reserved_memory per NUMA node (kubelet refuses to start otherwise)")

@@ -25,12 +25,19 @@ __metaclass__ = type
 
 import contextlib
 import os
+import signal
+import threading
+import time
 
 VAR_PREFIX = "gpuprov_"
 # Read-only lookups a plan may use: a file's content, an environment variable, a variable.
 ALLOWED_LOOKUPS = ("file", "env", "vars")
 # Inventory plugins that only read the source file (ansible-doc -t inventory NAME).
 OFFLINE_INVENTORY_PLUGINS = ("host_list", "advanced_host_list", "yaml", "ini", "toml", "constructed", "generator")
+# Rendering one variable, or parsing the inventory, may take this long (a template such as
+# `{% for i in range(10**9) %}` would otherwise never end); real ones take milliseconds.
+RENDER_SECONDS = 5
+PARSE_SECONDS = 60
 # Variables every inventory host has (ansible/vars/manager.py, inventory/data.py).
 _SOURCE_VARS = ("inventory_dir", "inventory_file")
 
@@ -45,6 +52,36 @@ class RefusedLookup(Exception):
         super(RefusedLookup, self).__init__(
             "lookup %r is not allowed while planning (it may run a program, reach the network or write a file); "
             "plans may use only the %s lookups" % (name, ", ".join(ALLOWED_LOOKUPS)))
+
+
+class RenderTimeout(BaseException):
+    """Raised by the time budget's alarm. A BaseException, so no `except Exception` in the
+    templating code on the way can swallow it."""
+
+
+@contextlib.contextmanager
+def time_budget(seconds):
+    """Interrupt the block after ``seconds`` with RenderTimeout (main thread only, where
+    Python delivers signals; elsewhere the block runs unbounded). An alarm set by the caller
+    is put back, less the time spent here."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise RenderTimeout()
+
+    started = time.monotonic()
+    previous_handler = signal.signal(signal.SIGALRM, expire)
+    previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_timer[0] > 0:
+            left = previous_timer[0] - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), previous_timer[1])
 
 
 def plain(value):
@@ -236,9 +273,11 @@ def render_host(host, all_vars, loader):
     for name in sorted(mine):
         value = mine[name]
         try:
-            with offline_lookups():
+            with time_budget(RENDER_SECONDS), offline_lookups():
                 result = templar.template(value)
             rendered[name] = plain(result)
+        except RenderTimeout:
+            problems.append((name, "cannot render: the template ran longer than %d s" % RENDER_SECONDS))
         except RefusedLookup as exc:
             problems.append((name, str(exc)))
         except AnsibleError as exc:
@@ -287,8 +326,10 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None):
     loader = DataLoader()
     _set_vault(loader, vault)
     try:
-        with _offline_inventory(), offline_lookups():
+        with time_budget(PARSE_SECONDS), _offline_inventory(), offline_lookups():
             inventory = InventoryManager(loader=loader, sources=list(sources), parse=True)
+    except RenderTimeout:
+        raise InventoryError("inventory %s: parsing ran longer than %d s" % (", ".join(sources), PARSE_SECONDS))
     except AnsibleError as exc:
         refused = _refused(exc)
         raise InventoryError("inventory %s: %s" % (", ".join(sources), refused or _error_text(exc)))
