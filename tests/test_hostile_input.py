@@ -35,8 +35,11 @@ def _pipe(marker):
     return "{{ lookup('pipe', 'touch %s') }}" % marker
 
 
-@pytest.mark.parametrize("where", ["gpuprov", "referenced", "unreferenced"])
-@pytest.mark.parametrize("command", [("plan",), ("export", "device-plugin")])
+@pytest.mark.parametrize("where, command", [
+    (where, command) for where in ("gpuprov", "referenced", "unreferenced")
+    for command in (("plan",), ("export", "device-plugin"), ("status",), ("apply", "--check"))
+    # status and apply run a playbook once the plan is valid; the unreferenced case plans.
+    if where != "unreferenced" or command[0] in ("plan", "export")])
 def test_a_pipe_lookup_in_any_variable_never_runs(gpuprov, tmp_path, where, command):
     marker = tmp_path / "PWNED"
     host = dict(T4)
@@ -125,6 +128,19 @@ def test_a_broken_inventory_file_is_exit_2_naming_it(gpuprov, tmp_path, layout):
     assert code == 2
     assert os.path.basename(broken) in err
     assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize("text, skipped", [
+    ("all:\n  hosts:\n    n1: {gpuprov_gpu_model: T4}\nstray: 5\n", "Skipping 'stray'"),
+    ("all:\n  hosts:\n    n1: {gpuprov_gpu_model: T4}\n  bogus: {}\n", "Skipping unexpected key (bogus)"),
+    ("all:\n  hosts:\n    n1: {gpuprov_gpu_model: T4}\n  children:\n    gpu:\n      model: x\n",
+     "Skipping key (model) in group (gpu) as it is not a mapping"),
+])
+def test_an_inventory_that_parses_only_in_part_is_exit_2(gpuprov, tmp_path, text, skipped):
+    path = write(tmp_path / "partial.yml", text)
+    code, out, err = gpuprov("plan", "-i", path)
+    assert code == 2 and out == ""
+    assert "inventory %s: %s" % (path, skipped) in err
 
 
 # -- vault ------------------------------------------------------------------------------------

@@ -155,6 +155,28 @@ def _offline_inventory():
             setattr(constants, name, value)
 
 
+@contextlib.contextmanager
+def _partial_parses(inventory):
+    """Collect the yaml/toml plugins' "Skipping ..." warnings with the source being parsed:
+    each is a part of a file left out, which must fail the parse, not plan the rest."""
+    from ansible.utils.display import Display
+
+    display = Display()
+    original = display.warning
+    found = []
+
+    def watch(msg, *args, **kwargs):
+        if str(msg).startswith("Skipping"):
+            found.append((getattr(inventory._inventory, "current_source", None) or "?", str(msg)))
+        return original(msg, *args, **kwargs)
+
+    display.warning = watch
+    try:
+        yield found
+    finally:
+        del display.warning
+
+
 def _refused(exc):
     """The RefusedLookup behind an Ansible templating error, if that is what it is."""
     seen = 0
@@ -325,9 +347,14 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None):
         init_plugin_loader()
     loader = DataLoader()
     _set_vault(loader, vault)
+    inventory = InventoryManager(loader=loader, sources=list(sources), parse=False)
     try:
-        with time_budget(PARSE_SECONDS), _offline_inventory(), offline_lookups():
-            inventory = InventoryManager(loader=loader, sources=list(sources), parse=True)
+        with time_budget(PARSE_SECONDS), _offline_inventory(), offline_lookups(), _partial_parses(inventory) as partial:
+            inventory.parse_sources(cache=False)
+        if partial:
+            source, message = partial[0]
+            raise InventoryError("inventory %s: %s (the file parsed only in part; fix it or remove what it skips)"
+                                 % (source, _one_line(message)))
     except RenderTimeout:
         raise InventoryError("inventory %s: parsing ran longer than %d s" % (", ".join(sources), PARSE_SECONDS))
     except AnsibleError as exc:
