@@ -32,6 +32,7 @@ import os
 
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
+
 def write_private(path, text):
     """Write ``text`` to ``path`` in a private folder, never through a planted link.
 

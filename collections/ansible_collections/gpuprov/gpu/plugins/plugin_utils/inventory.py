@@ -145,7 +145,7 @@ def _offline_inventory():
 
     saved = dict((name, getattr(constants, name)) for name in
                  ("INVENTORY_ENABLED", "INVENTORY_UNPARSED_IS_FAILED", "INVENTORY_ANY_UNPARSED_IS_FAILED"))
-    constants.INVENTORY_ENABLED = [p for p in OFFLINE_INVENTORY_PLUGINS]
+    constants.INVENTORY_ENABLED = list(OFFLINE_INVENTORY_PLUGINS)
     constants.INVENTORY_UNPARSED_IS_FAILED = True
     constants.INVENTORY_ANY_UNPARSED_IS_FAILED = True
     try:
