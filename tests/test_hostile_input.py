@@ -450,7 +450,14 @@ def test_extra_vars_file_is_read_with_the_same_bounds(gpuprov, tmp_path, monkeyp
 # -- controller files -------------------------------------------------------------------------
 
 def test_summary_file_is_written_only_in_a_private_folder_without_following_links(tmp_path):
-    from ansible_collections.gpuprov.gpu.plugins.callback.progress import write_private
+    import importlib.util
+
+    # Loaded from its file: the callback is an Ansible plugin, not an importable package module.
+    spec = importlib.util.spec_from_file_location("gpuprov_progress_callback", os.path.join(
+        REPO, "collections", "ansible_collections", "gpuprov", "gpu", "plugins", "callback", "progress.py"))
+    progress = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(progress)
+    write_private = progress.write_private
 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
