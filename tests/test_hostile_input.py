@@ -176,20 +176,36 @@ def test_a_vaulted_value_is_never_printed(gpuprov, tmp_path):
     assert "s3cr3t" not in err + out
 
 
-def test_every_command_reading_an_inventory_takes_the_vault_options(gpuprov):
-    for command in ("plan", "apply", "status", "export", "baseline"):
-        code, out, _ = gpuprov(command, "--help")
-        assert code == 0
-        for option in ("--vault-id", "--vault-password-file", "--ask-vault-pass", "-i, --inventory", "-l, --limit"):
-            assert option in out, (command, option)
+# Every command that reads an inventory, every one that prints results, every one that
+# plans or looks GPU models up (the subcommands of baseline each count).
+INVENTORY_COMMANDS = [("plan",), ("apply",), ("status",), ("export",), ("baseline", "record"),
+                      ("baseline", "start"), ("baseline", "collect"), ("baseline", "stop"), ("top",)]
+OUTPUT_COMMANDS = INVENTORY_COMMANDS + [("catalog",), ("fit",), ("diagnose",), ("pool",)]
+CATALOG_COMMANDS = [("plan",), ("export",), ("apply",), ("status",), ("fit",), ("catalog",)]
 
 
-def test_every_command_that_prints_results_offers_json(gpuprov):
-    for command in ("plan", "apply", "status", "export", "baseline", "catalog", "fit", "diagnose"):
-        code, out, _ = gpuprov(command, "--help")
-        assert code == 0
-        line = [text for text in out.splitlines() if "-o, --output" in text]
-        assert line and "json" in line[0], command
+@pytest.mark.parametrize("command", INVENTORY_COMMANDS, ids=" ".join)
+def test_every_command_reading_an_inventory_takes_the_vault_options(gpuprov, command):
+    code, out, _ = gpuprov(*(command + ("--help",)))
+    assert code == 0
+    for option in ("--vault-id", "--vault-password-file", "--ask-vault-pass", "-i, --inventory", "-l, --limit"):
+        assert option in out, (command, option)
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS, ids=" ".join)
+def test_every_command_that_prints_results_offers_json(gpuprov, command):
+    code, out, _ = gpuprov(*(command + ("--help",)))
+    assert code == 0
+    # click wraps the choices onto the next lines; the option's whole entry is up to the next option.
+    entry = out[out.index("-o, --output"):].split("\n  -", 1)[0] if "-o, --output" in out else ""
+    assert "json" in entry, command
+
+
+@pytest.mark.parametrize("command", CATALOG_COMMANDS, ids=" ".join)
+def test_every_command_that_looks_models_up_takes_a_catalog_file(gpuprov, command):
+    code, out, _ = gpuprov(*(command + ("--help",)))
+    assert code == 0
+    assert "--catalog FILE" in out, command
 
 
 # -- typed and bounded ------------------------------------------------------------------------
@@ -585,15 +601,38 @@ def test_diagnose_skips_samples_that_are_not_measurements_and_prints_strict_json
     shutil.copytree(os.path.join(REPO, "examples", "snapshot"), str(snapshot))
     csv_path = snapshot / "utilization" / "gpu-a100-01.csv"
     with open(str(csv_path), "a") as handle:
-        for row in ("0, NVIDIA A100-SXM4-80GB, nan, 81920, 5", "1, NVIDIA A100-SXM4-80GB, 10, 81920, inf",
+        for row in ("0, NVIDIA A100-SXM4-80GB, 10, 81920, nan", "1, NVIDIA A100-SXM4-80GB, 10, 81920, inf",
                     "2, NVIDIA A100-SXM4-80GB, 10, 81920, -3", "3, NVIDIA A100-SXM4-80GB, 10, 81920, 250",
-                    "999999999, NVIDIA A100-SXM4-80GB, 10, 81920, 5", "0, NVIDIA A100-SXM4-80GB, 1e999, 81920, 5"):
+                    "999999999, NVIDIA A100-SXM4-80GB, 10, 81920, 5", "0, NVIDIA A100-SXM4-80GB, 90000, 81920, 5",
+                    "0, NVIDIA A100-SXM4-80GB, 10, 81920, 1e999"):
             handle.write("2026/11/30 09:59:59.000, %s\n" % row)
     result = CliRunner().invoke(cmd_diagnose.diagnose, ["--snapshot", str(snapshot), "-o", "json"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     report = _strict(result.stdout)
-    assert any("utilization/gpu-a100-01.csv: 6 sample(s) skipped" in note for note in report["notes"])
+    assert any("utilization/gpu-a100-01.csv: 7 sample(s) skipped" in note for note in report["notes"])
+
+
+@pytest.mark.parametrize("memory", ["nan", "1e999", "-5", "inf"])
+def test_diagnose_refuses_memory_that_is_not_nvidia_smi_mib(tmp_path, memory):
+    """memory.used/total are read as nvidia-smi prints MiB (digits, optional MiB): anything else
+    is no measurement of nvidia-smi's and the file is refused naming the line."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from gpuprov import cmd_diagnose
+
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(os.path.join(REPO, "examples", "snapshot"), str(snapshot))
+    csv_path = snapshot / "utilization" / "gpu-a100-01.csv"
+    with open(str(csv_path), "a") as handle:
+        handle.write("2026/11/30 09:59:59.000, 0, NVIDIA A100-SXM4-80GB, %s, 81920, 5\n" % memory)
+    result = CliRunner().invoke(cmd_diagnose.diagnose, ["--snapshot", str(snapshot), "-o", "json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "utilization/gpu-a100-01.csv: line" in result.stderr and "memory.used: %r is not a number" % memory \
+        in result.stderr
 
 
 @pytest.mark.parametrize("content, reason", [
