@@ -14,7 +14,9 @@ creates, by comparing GPU instance ids in the fake's state before and after:
                Insufficient Resources); its count includes those retries
 
 Both start every transition from the same instances at the same placements (two identical
-GPUs). Every destroyed instance is a workload stopped; fewer is better. Exits 1 if gpuprov
+GPUs). ``min`` is the proven minimum of destroyed instances for the transition, found
+exhaustively over the catalog's placements (proven_minimum_destroyed); the run fails when
+gpuprov destroys more on any transition, and prints on how many it is at the minimum. Every destroyed instance is a workload stopped; fewer is better. Exits 1 if gpuprov
 is worse than the baseline on any transition, not strictly better on one where it keeps an
 instance, or if either ends in a layout other than the one asked for.
 
@@ -120,7 +122,7 @@ def run_mig_parted(index, counts, current_counts):
                 info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum)
             except pynvml.NVMLError_NotSupported:
                 continue
-            infos[info.name.decode()[4:]] = (enum, info)
+            infos[info.name[4:]] = (enum, info)  # nvidia-ml-py decodes char arrays to str
         flat = []
         for name, count in counts.items():
             flat.extend([name] * count)
@@ -172,6 +174,82 @@ def _clear(handle):
             pynvml.nvmlGpuInstanceDestroy(gi)
 
 
+def proven_minimum_destroyed(start, wanted, profiles, compute_total):
+    """The least number of ``start`` instances any valid sequence of placements must destroy
+    to reach the profile counts ``wanted``, found exhaustively over the catalog's placements.
+
+    An instance is never moved, only kept or destroyed, so a sequence keeps a set K of the
+    starting instances and ends in a layout holding K plus new instances at free placements.
+    The minimum is len(start) - the largest K whose completion exists; every subset of start
+    is tried, and for each the new instances are placed by full backtracking (no heuristics
+    shared with mig_solver, so the two can be compared).
+    """
+    best = 0
+    for size in range(len(start), -1, -1):
+        if size <= best:
+            break
+        for kept in itertools.combinations(start, size):
+            need = dict(wanted)
+            ok = True
+            for inst in kept:
+                need[inst.profile] = need.get(inst.profile, 0) - 1
+                if need[inst.profile] < 0:
+                    ok = False
+            if ok and _completes(kept, need, profiles, compute_total):
+                best = size
+                break
+    return len(start) - best
+
+
+def first_free_placements(counts, profiles):
+    """Where the driver puts instances created without a placement: the first free placement
+    of each (the fake's rule; the real driver's choice is UNVERIFIED), in the first ordering,
+    largest first, in which all fit."""
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import Instance
+
+    flat = sorted((n for n, c in counts.items() for _ in range(c)), key=lambda n: -profiles[n].compute_slices)
+    for order in itertools.permutations(flat):  # mig-parted tries orderings until one fits
+        used, result = 0, []
+        for name in order:
+            for start, size in profiles[name].placements:
+                bits = ((1 << size) - 1) << start
+                if not used & bits:
+                    used |= bits
+                    result.append(Instance(name, start, size))
+                    break
+            else:
+                break
+        if len(result) == len(flat):
+            return result
+    raise RuntimeError("%s does not fit first-free in any order" % counts)
+
+
+def _completes(kept, need, profiles, compute_total):
+    used = 0
+    compute = 0
+    for inst in kept:
+        size = dict(profiles[inst.profile].placements)[inst.start]
+        used |= ((1 << size) - 1) << inst.start
+        compute += profiles[inst.profile].compute_slices
+    todo = sorted((name for name, count in need.items() for _ in range(count)),
+                  key=lambda n: -profiles[n].compute_slices)
+    if compute + sum(profiles[n].compute_slices for n in todo) > compute_total:
+        return False
+
+    def place_from(i, mask, last_start):
+        if i == len(todo):
+            return True
+        name = todo[i]
+        floor = last_start if i and todo[i - 1] == name else -1  # identical instances: one order only
+        for start, size in profiles[name].placements:
+            bits = ((1 << size) - 1) << start
+            if start > floor and not mask & bits and place_from(i + 1, mask | bits, start):
+                return True
+        return False
+
+    return place_from(0, used, -1)
+
+
 class Counter:
     """Counts the GPU instances destroyed and created on one GPU while ``func`` runs,
     including instances that came and went in between (the baseline's failed orderings)."""
@@ -195,7 +273,7 @@ class Counter:
 
         def destroy(gpu_instance):
             result = original_destroy(gpu_instance)
-            if gpu_instance.contents.index == counter.index:
+            if pynvml._handle_target(gpu_instance)[1] == counter.index:  # ("gi", gpu index, gi id)
                 counter.destroyed += 1
             return result
 
@@ -225,7 +303,7 @@ def main(argv=None):
     os.environ[pynvml.STATE_ENV] = path
     solver_profiles = model.solver_profiles()
 
-    rows, problems = [], []
+    rows, problems, minima = [], [], []
     for number, (source, target) in enumerate(TRANSITIONS, 1):
         # Two identical GPUs holding the source layout at the solver's placements.
         state = pynvml.new_state(gpus=[(args.gpu, 2)])
@@ -263,10 +341,34 @@ def main(argv=None):
         if kept and ours_total >= theirs_total and theirs_total:
             problems.append("#%d %s -> %s: kept %d instance(s) yet not fewer changes than the baseline"
                             % (number, source, target, kept))
-        rows.append((number, source, target, kept, ours.destroyed, ours.created, ours_total,
+        minimum = proven_minimum_destroyed(start, wanted, solver_profiles, 7)
+        minima.append(minimum)
+        if ours.destroyed > minimum:
+            problems.append("#%d %s -> %s: gpuprov destroyed %d instance(s), the proven minimum is %d"
+                            % (number, source, target, ours.destroyed, minimum))
+        rows.append((number, source, target, kept, ours.destroyed, minimum, ours.created, ours_total,
                      base_destroyed, base_created, theirs_total, replay_total))
 
-    header = ("#", "from", "to", "kept", "destroyed", "created", "total",
+    # The same transitions from the placements the driver picks when asked without one (first
+    # free slot, largest instance first, as mig-parted creates them): gpuprov must reach the
+    # proven minimum from layouts it did not place itself too.
+    driver_at_minimum = 0
+    for number, (source, target) in enumerate(TRANSITIONS, 1):
+        state = pynvml.new_state(gpus=[(args.gpu, 1)])
+        pynvml.set_mig_mode(state, 0, True)
+        start = first_free_placements(counts_for(source, names), solver_profiles)
+        pynvml.create_instances(state, 0, [(i.profile, i.start) for i in start])
+        pynvml.save_state(state, path)
+        wanted = counts_for(target, names)
+        ours = Counter(0).measure(run_gpuprov, 0, wanted)
+        minimum = proven_minimum_destroyed(start, wanted, solver_profiles, 7)
+        if ours.destroyed > minimum:
+            problems.append("#%d %s -> %s from driver placements: gpuprov destroyed %d, the proven minimum is %d"
+                            % (number, source, target, ours.destroyed, minimum))
+        else:
+            driver_at_minimum += 1
+
+    header = ("#", "from", "to", "kept", "destroyed", "min", "created", "total",
               "base destroyed", "base created", "base total", "replay total")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = "  ".join("%%%ds" % w if i not in (1, 2) else "%%-%ds" % w for i, w in enumerate(widths))
@@ -277,16 +379,21 @@ def main(argv=None):
         print(line % row)
     total = lambda i: sum(r[i] for r in rows)  # noqa: E731
     print("  ".join("-" * w for w in widths))
-    print(line % ("", "total", "", total(3), total(4), total(5), total(6), total(7), total(8), total(9), total(10)))
-    destroyed_ratio = float(total(4)) / total(7) if total(7) else 0.0
-    changes_ratio = float(total(6)) / total(9) if total(9) else 0.0
+    print(line % ("", "total", "", total(3), total(4), total(5), total(6), total(7), total(8), total(9), total(10),
+                  total(11)))
+    destroyed_ratio = float(total(4)) / total(8) if total(8) else 0.0
+    changes_ratio = float(total(7)) / total(10) if total(10) else 0.0
     print()
     print("instances destroyed (workloads stopped): gpuprov %d, baseline %d, ratio %.2f"
-          % (total(4), total(7), destroyed_ratio))
+          % (total(4), total(8), destroyed_ratio))
     print("instances destroyed + created:           gpuprov %d, baseline %d, ratio %.2f"
-          % (total(6), total(9), changes_ratio))
+          % (total(7), total(10), changes_ratio))
     print("mig-parted replay:                       %d changes, ratio gpuprov/replay %.2f"
-          % (total(10), float(total(6)) / total(10) if total(10) else 0.0))
+          % (total(11), float(total(7)) / total(11) if total(11) else 0.0))
+    at_minimum = sum(1 for row, minimum in zip(rows, minima) if row[4] <= minimum)
+    print("gpuprov at the proven minimum on %d/%d transitions" % (at_minimum + driver_at_minimum, 2 * len(rows)))
+    print("  (%d/%d from gpuprov's own placements, %d/%d from the driver's first-free placements)"
+          % (at_minimum, len(rows), driver_at_minimum, len(rows)))
     print("(the replay's placements are the fake driver's first free slot; the real driver's choice is UNVERIFIED)")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run every test: pytest (collection units, CLI, SSH fleet),
-# the MIG transition benchmark check, ansible-test sanity, ansible-lint, and every molecule
-# scenario. Exits non-zero if any stage fails; prints a summary of the stages at the end.
+# the MIG transition benchmark check, ansible-test sanity, ansible-lint, every molecule
+# scenario, the packaging checks (antsibull-changelog lint, ansible-builder create,
+# ansible-galaxy collection verify of a pip-installed copy) and the same units, a plan and
+# sanity on Python 3.12 with ansible-core 2.21. Exits non-zero if any stage fails; prints a
+# summary of the stages at the end.
 #
-# Usage: scripts/test.sh [--fast]     (--fast skips sanity and molecule)
+# Usage: scripts/test.sh [--fast]     (--fast skips sanity, lint, molecule and Python 3.12)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -41,19 +44,84 @@ run_sanity() {
     (cd collections/ansible_collections/gpuprov/gpu && ansible-test sanity --venv --python 3.11 --color no)
 }
 
+COLLECTION=collections/ansible_collections/gpuprov/gpu
+
 run_lint() {
-    ansible-lint --profile production --offline roles/ playbooks/ molecule/
+    ansible-lint --profile production --offline roles/ playbooks/ "$COLLECTION/extensions/molecule/"
 }
 
 run_molecule() {
+    # Collection mode: run from the collection root, where molecule takes the scenarios from
+    # extensions/molecule/.
     local rc=0 scenario
-    for scenario in molecule/*/molecule.yml; do
+    for scenario in "$COLLECTION"/extensions/molecule/*/molecule.yml; do
         scenario=$(basename "$(dirname "$scenario")")
         echo "--- molecule test -s $scenario"
         # A private ephemeral folder per run: molecule otherwise shares one per scenario name.
-        MOLECULE_EPHEMERAL_DIRECTORY=$(mktemp -d) molecule test -s "$scenario" \
+        (cd "$COLLECTION" && MOLECULE_EPHEMERAL_DIRECTORY=$(mktemp -d) molecule test -s "$scenario") \
             || { echo "molecule scenario $scenario FAILED"; rc=1; }
     done
+    return $rc
+}
+
+run_changelog_lint() {
+    (cd "$COLLECTION" && antsibull-changelog lint)
+}
+
+run_builder_create() {
+    # Writes the image's build context; no container engine and no network needed.
+    local context rc
+    context=$(mktemp -d)
+    ansible-builder create -f execution-environment.yml --context "$context" --output-filename Containerfile \
+        && ansible-builder introspect collections
+    rc=$?
+    rm -rf "$context"
+    return $rc
+}
+
+run_galaxy_verify() {
+    # The wheel as users get it, installed (byte-compiled) into an empty folder with an empty
+    # HOME, then checked against its own MANIFEST.json / FILES.json. The Galaxy tarball is
+    # built from the same selection (collection_build.py; tests/test_collection_package.py).
+    local work rc
+    work=$(mktemp -d)
+    python -m pip wheel --no-deps -q -w "$work/wheels" . \
+        && python -m pip install --no-deps -q --target "$work/site" "$work"/wheels/gpuprov-*.whl \
+        && (cd "$work" && env -u ANSIBLE_CONFIG -u ANSIBLE_COLLECTIONS_PATH HOME="$work" \
+                ansible-galaxy collection verify --offline gpuprov.gpu -p "$work/site") \
+        && (cd "$COLLECTION" && ansible-galaxy collection build --output-path "$work/galaxy")
+    rc=$?
+    rm -rf "$work"
+    return $rc
+}
+
+# Python 3.12 with ansible-core 2.21 (what current controllers run): its own venv, the
+# collection's unit tests, a plan of the example fleet, and ansible-test sanity.
+run_py312() {
+    local py venv=.venv312 site pipv cache="$HOME/.ansible/test/cache"
+    py=${PYTHON312:-$(ls -d "$(pyenv root 2>/dev/null)"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)}
+    [ -n "$py" ] && [ -x "$py" ] || py=$(command -v python3.12) \
+        || { echo "no Python 3.12 (set PYTHON312 or install it with pyenv)"; return 1; }
+    echo "using $py ($("$py" --version))"
+    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || return 1
+    "$venv/bin/python" -m pip install --quiet --upgrade pip \
+        && "$venv/bin/python" -m pip install --quiet . "ansible-core>=2.21,<2.22" pytest pytest-xdist jsonschema \
+        || return 1
+    local version
+    version=$("$venv/bin/ansible" --version) || return 1
+    echo "${version%%$'\n'*}"
+    [[ $version == *"core 2.21."* ]] || { echo "ansible-core 2.21 not installed"; return 1; }
+    # ansible-test fetches get-pip for its own pip version; seed that cache as setup.sh does.
+    site=$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')
+    pipv=$(grep -o "pip='[0-9.]*'" "$site/_internal/python_requirements.py" | head -1 | tr -dc '0-9.')
+    [ -f "$cache/get_pip_${pipv//./_}.py" ] || cp "$cache/get_pip_24_2.py" "$cache/get_pip_${pipv//./_}.py" || return 1
+    local rc=0
+    echo "--- collection unit tests"
+    "$venv/bin/python" -m pytest -p no:cacheprovider -n 2 -q "$COLLECTION/tests/unit" || rc=1
+    echo "--- gpuprov plan -i examples/inventory.yml"
+    "$venv/bin/gpuprov" plan -i examples/inventory.yml >/dev/null || rc=1
+    echo "--- ansible-test sanity (2.21, Python 3.12)"
+    (cd "$COLLECTION" && PATH="$REPO/$venv/bin:$PATH" ansible-test sanity --venv --python 3.12 --color no) || rc=1
     return $rc
 }
 
@@ -62,10 +130,14 @@ run_molecule() {
 stage "pytest: collection unit tests" run_pytest collections/ansible_collections/gpuprov/gpu/tests/unit
 stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
+stage "antsibull-changelog lint" run_changelog_lint
+stage "ansible-builder create" run_builder_create
+stage "ansible-galaxy collection verify" run_galaxy_verify
 if [ $fast = 0 ]; then
     stage "ansible-test sanity" run_sanity
     stage "ansible-lint (production)" run_lint
     stage "molecule" run_molecule
+    stage "Python 3.12 + ansible-core 2.21" run_py312
 fi
 
 echo

@@ -342,3 +342,19 @@ def test_device_plugin_playbook_plans_hami_and_nvidia_nodes(tmp_path):
     nvidia = [r for r in cluster_state["releases"].values() if r["chart"] == "nvidia-device-plugin"][0]
     assert set(nvidia["values"]["config"]["map"]) == {"exclusive", "ts-4"}
     assert "kube-system/hami" in cluster_state["releases"]
+
+
+@pytest.mark.parametrize("cluster_side, deploys", [("true", True), ("false", False)])
+def test_device_plugin_playbook_skips_the_cluster_side_when_told(tmp_path, fleet, cluster_side, deploys):
+    # An AWX job slice sees part of the fleet; its ConfigMap would drop the other nodes'
+    # configs, so slices run with gpuprov_cluster_side=false (README: job slicing).
+    cluster = FakeCluster(tmp_path, fleet)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([STUBS, os.path.join(REPO, "collections")]),
+               GPUPROV_FAKE_K8S_STATE=str(cluster.state_path), GPUPROV_FAKE_CALL_LOG=str(cluster.log_path),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    proc = subprocess.run([_ansible_playbook(), "-i", EXAMPLES, "gpuprov.gpu.device_plugin",
+                           "-e", "gpuprov_kubeconfig=/etc/gpuprov/admin.conf", "-e", "gpuprov_cluster_side=" + cluster_side],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    releases = cluster.calls("helm")
+    assert bool(releases) is deploys, proc.stdout[-3000:]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -157,3 +158,87 @@ def test_healthz_follows_the_unit_and_the_last_boot(node):
         stop = node.run(FAKE_KUBELET, "stop", "--pid-file", str(node.pid_file))
     assert stop.returncode == 0
     assert not node.pid_file.exists()
+
+
+def systemctl_show(node, props="ActiveState,NRestarts"):
+    out = node.run(SYSTEMCTL, "show", "-p", props, "kubelet").stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if line)
+
+
+def test_a_kubelet_refusing_its_checkpoint_crash_loops_and_answers_ok_between_crashes(node):
+    # As kubeadm runs it (Restart=always), with short intervals: each run lives 1.5 s before
+    # its container manager fails, then the unit waits 0.3 s and starts it again.
+    node.systemd_state.write_text(json.dumps({"units": {"kubelet.service": {
+        "active": False, "restart": "always", "restart_sec": 0.3, "main_runtime_sec": 1.5,
+        "exec_main": [[sys.executable, FAKE_KUBELET] + node.boot_args() + ["--exit-status"]],
+    }}}))
+    serve = node.run(FAKE_KUBELET, "serve", "--daemonize", "--status", str(node.status),
+                     "--port-file", str(node.port_file), "--pid-file", str(node.pid_file))
+    assert serve.returncode == 0, serve.stderr
+    try:
+        port = int(node.port_file.read_text())
+        node.checkpoint("cpu_manager_state", "none")
+        node.config.write_text(CONFIG + "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n")
+        assert node.run(SYSTEMCTL, "start", "kubelet").returncode == 0
+        # The one ping a naive health check trusts says ok ...
+        assert get(port) == (200, "ok")
+        # ... but the unit keeps restarting it.
+        deadline = time.time() + 30
+        while int(systemctl_show(node)["NRestarts"]) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        assert int(systemctl_show(node)["NRestarts"]) >= 2
+        boots = [json.loads(line) for line in node.call_log.read_text().splitlines()
+                 if '"boot"' in line]
+        assert len(boots) >= 3 and not any(boot["healthy"] for boot in boots)
+        assert all(boot["rc"] == 1 for boot in boots)
+
+        # With the checkpoint gone, the next automatic restart comes up and stays up.
+        (node.root / "cpu_manager_state").unlink()
+        deadline = time.time() + 30
+        while not json.loads(node.status.read_text())["healthy"] and time.time() < deadline:
+            systemctl_show(node)
+            time.sleep(0.2)
+        settled = systemctl_show(node)
+        time.sleep(2.0)  # longer than one run plus one restart interval
+        assert systemctl_show(node) == dict(settled, ActiveState="active")
+        assert get(port) == (200, "ok")
+    finally:
+        node.run(FAKE_KUBELET, "stop", "--pid-file", str(node.pid_file))
+
+
+def test_a_config_that_does_not_load_never_answers_ok(node):
+    node.systemd_state.write_text(json.dumps({"units": {"kubelet.service": {
+        "active": False, "restart": "always", "restart_sec": 0.3, "main_runtime_sec": 5,
+        "exec_main": [[sys.executable, FAKE_KUBELET] + node.boot_args() + ["--exit-status"]],
+    }}}))
+    serve = node.run(FAKE_KUBELET, "serve", "--daemonize", "--status", str(node.status),
+                     "--port-file", str(node.port_file), "--pid-file", str(node.pid_file))
+    assert serve.returncode == 0, serve.stderr
+    try:
+        node.config.write_text("kind: Pod\n")
+        assert node.run(SYSTEMCTL, "start", "kubelet").returncode == 0
+        code, body = get(int(node.port_file.read_text()))
+        assert code == 503 and "failed to load kubelet config file" in body
+    finally:
+        node.run(FAKE_KUBELET, "stop", "--pid-file", str(node.pid_file))
+
+
+def test_drop_ins_are_merged_over_the_config_in_name_order(node, tmp_path):
+    drop_ins = tmp_path / "kubelet.conf.d"
+    drop_ins.mkdir()
+    (drop_ins / "50-gpuprov.conf").write_text(CONFIG + "cpuManagerPolicy: static\n"
+                                              "reservedSystemCPUs: \"0\"\n")
+    (drop_ins / "ignored.yaml").write_text("kind: Pod\n")
+    node.checkpoint("cpu_manager_state", "none")
+    args = node.boot_args() + ["--config-dir", str(drop_ins)]
+    assert node.run(FAKE_KUBELET, *args).returncode == 0
+    status = json.loads(node.status.read_text())
+    assert 'configured policy "static" differs from state checkpoint policy "none"' in status["error"]
+    # A later drop-in wins, and a drop-in that is not a KubeletConfiguration stops the kubelet.
+    (drop_ins / "90-site.conf").write_text(CONFIG + "cpuManagerPolicy: none\n")
+    assert node.run(FAKE_KUBELET, *args).returncode == 0
+    assert json.loads(node.status.read_text())["healthy"] is True
+    (drop_ins / "95-bad.conf").write_text("cpuManagerPolicy: none\n")
+    assert node.run(FAKE_KUBELET, *args).returncode == 0
+    assert "95-bad.conf: not a kubelet.config.k8s.io/v1beta1" in json.loads(
+        node.status.read_text())["error"]

@@ -191,3 +191,80 @@ def test_ansible_systemd_service_module_drives_the_fake(systemd):
     code, output = run_systemd_service(systemd, "name=nope state=started")
     assert code != 0
     assert "Could not find the requested service nope" in output
+
+
+def show(systemd, name, props="ActiveState,SubState,NRestarts"):
+    out = systemd("show", "-p", props, name)[1]
+    return dict(line.split("=", 1) for line in out.splitlines() if line)
+
+
+def test_a_failing_main_process_is_restarted_per_restart_policy(systemd, tmp_path):
+    # Timestamps seeded in the past, so the replay is exact whatever the machine's load:
+    # exited 9 s ago, restarted 4 s ago (RestartSec 5), that instance runs 1 s and exits
+    # again 3 s ago, next restart due in 2 s.
+    import time
+    now = time.time()
+    runs = str(tmp_path / "runs")
+    systemd.seed(**{"kubelet.service": {
+        "active": True, "restart": "always", "restart_sec": 5, "main_runtime_sec": 1,
+        "main_started_at": now - 10, "main_exit_at": now - 9, "main_exit_status": 1,
+        "exec_main": [["sh", "-c", "echo run >> %s; exit 1" % runs]]}})
+    assert show(systemd, "kubelet") == {"ActiveState": "activating",
+                                        "SubState": "auto-restart", "NRestarts": "1"}
+    assert systemd("is-active", "kubelet")[:2] == (3, "activating\n")
+    with open(runs) as handle:
+        assert handle.read().split() == ["run"]
+    assert show(systemd, "kubelet", "Restart,RestartUSec") == {"Restart": "always",
+                                                              "RestartUSec": "5s"}
+
+
+def test_restarts_missed_between_calls_are_counted(systemd):
+    import time
+    now = time.time()
+    # Exit 100.5 s ago, cycle 1 s (0.5 s RestartSec + 0.5 s run): 100 restarts since.
+    systemd.seed(**{"kubelet.service": {
+        "active": True, "restart": "on-failure", "restart_sec": 0.5, "main_runtime_sec": 0.5,
+        "main_started_at": now - 101, "main_exit_at": now - 100.25, "main_exit_status": 1,
+        "exec_main": [["false"]]}})
+    restarts = int(show(systemd, "kubelet")["NRestarts"])
+    assert 99 <= restarts <= 101
+
+
+def test_restart_no_leaves_a_failed_unit_and_success_keeps_running(systemd):
+    import time
+    now = time.time()
+    systemd.seed(**{
+        "a.service": {"active": True, "main_started_at": now - 5, "main_exit_at": now - 4,
+                      "main_exit_status": 1, "exec_main": [["false"]]},
+        "b.service": {"restart": "always", "exec_main": [["true"]]}})
+    assert show(systemd, "a")["ActiveState"] == "failed"
+    assert systemd("start", "b")[0] == 0
+    assert show(systemd, "b") == {"ActiveState": "active", "SubState": "running",
+                                  "NRestarts": "0"}
+
+
+def test_an_explicit_start_flushes_the_restart_counter(systemd):
+    import time
+    now = time.time()
+    systemd.seed(**{"kubelet.service": {
+        "active": False, "restart": "always", "restart_sec": 30, "main_runtime_sec": 30,
+        "restart_count": 4, "restart_at": now + 20, "exec_main": [["true"]]}})
+    assert show(systemd, "kubelet")["ActiveState"] == "activating"
+    assert systemd("start", "kubelet")[0] == 0
+    assert show(systemd, "kubelet") == {"ActiveState": "active", "SubState": "running",
+                                        "NRestarts": "0"}
+
+
+@pytest.mark.parametrize("text, seconds", [("10", 10), ("100ms", 0.1), ("1min 30s", 90),
+                                           ("1.5s", 1.5)])
+def test_restart_sec_from_a_unit_file(systemd, tmp_path, text, seconds):
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "k.service").write_text("[Service]\nExecStart=/bin/true\nRestart=always\n"
+                                     "RestartSec=%s\n" % text)
+    systemd.env["GPUPROV_FAKE_SYSTEMD_UNIT_PATH"] = str(units)
+    systemd.seed()
+    values = show(systemd, "k", "Restart,RestartUSec")
+    assert values["Restart"] == "always"
+    expected = {10: "10s", 0.1: "100ms", 90: "1min 30s", 1.5: "1.500s"}[seconds]
+    assert values["RestartUSec"] == expected

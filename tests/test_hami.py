@@ -133,10 +133,12 @@ def test_nvidia_plugin_kept_off_hami_nodes(fleet):
     assert hami_cluster.NVIDIA_PLUGIN_DEFAULT_TERMS == chart_terms
     values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    # Every term the chart ORs keeps its own expression and excludes gpu=on.
+    # Every term the chart ORs keeps its own expression, the MIG-change pause rule
+    # (cluster.gpu_operand_affinity) and excludes gpu=on.
     assert len(terms) == len(chart_terms)
     for mine, theirs in zip(terms, chart_terms):
         assert mine["matchExpressions"] == theirs["matchExpressions"] + [
+            {"key": "gpuprov.io/gpu-operands", "operator": "NotIn", "values": ["paused"]},
             {"key": "gpu", "operator": "NotIn", "values": ["on"]}]
     # HAMi nodes get no NVIDIA config; the rest do.
     assert set(cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])) == {"exclusive", "ts-4"}
@@ -144,7 +146,9 @@ def test_nvidia_plugin_kept_off_hami_nodes(fleet):
 
 def test_fleet_without_hami_leaves_the_nvidia_affinity_alone(tmp_path):
     result = plan_inventory([write_inventory(tmp_path, {"t": HOSTS["gpu-t4-01"]})]).result
-    assert "affinity" not in cluster.device_plugin_values(result["nodes"], result["device_plugin_configs"])
+    # Only the MIG-change pause rule every GPU DaemonSet carries; no HAMi term.
+    affinity = cluster.device_plugin_values(result["nodes"], result["device_plugin_configs"])["affinity"]
+    assert affinity == cluster.gpu_operand_affinity()
 
 
 def test_export_hami(gpuprov, tmp_path):

@@ -8,7 +8,7 @@ import sysconfig
 import pytest
 
 SITE = sysconfig.get_paths()["purelib"]
-INSTALLED = os.path.join(SITE, "ansible_collections", "gpuprov", "gpu", "galaxy.yml")
+INSTALLED = os.path.join(SITE, "ansible_collections", "gpuprov", "gpu", "MANIFEST.json")
 
 
 @pytest.mark.skipif(not os.path.exists(INSTALLED),
@@ -27,3 +27,16 @@ def test_ansible_doc_finds_installed_collection_from_any_folder(tmp_path):
     assert "Minimal" in doc or "kept" in doc
     # The roles travel with it too.
     assert os.path.isdir(os.path.join(SITE, "ansible_collections", "gpuprov", "gpu", "roles", "gpu_mig", "tasks"))
+
+
+@pytest.mark.skipif(not os.path.exists(INSTALLED),
+                    reason="gpuprov is not pip-installed in this environment (scripts/setup.sh installs it)")
+def test_ansible_galaxy_verify_accepts_the_installed_collection(tmp_path):
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
+    env["HOME"] = str(tmp_path)
+    galaxy = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
+    run = subprocess.run([galaxy, "collection", "verify", "--offline", "gpuprov.gpu"], cwd=str(tmp_path), env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert os.path.join(SITE, "ansible_collections", "gpuprov", "gpu") in run.stdout
+    assert "Successfully verified" in run.stdout

@@ -7,6 +7,7 @@ changes MIG mode, compute mode, instances, or resets anything: only Get* calls.
 
     PYTHONPATH=collections python3 tests/device/nvml_real.py > out.json
 """
+import ctypes
 import json
 import os
 import sys
@@ -34,8 +35,8 @@ def probe_profiles(nvml, index):
                        if isinstance(getattr(info, "name", b""), bytes) else str(getattr(info, "name", "")))
             try:
                 placements = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
-                count = pynvml.c_uint(0)
-                pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, placements, pynvml.byref(count))
+                count = ctypes.c_uint(0)
+                pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, placements, ctypes.byref(count))
                 row["placements"] = [[placements[i].start, placements[i].size] for i in range(count.value)]
             except pynvml.NVMLError as exc:
                 row["placements_error"] = "%s (%s)" % (exc, type(exc).__name__)
@@ -76,6 +77,98 @@ def compare_with_catalog(name, rows):
     return result
 
 
+def _error(exc):
+    return "%s (%s)" % (exc, type(exc).__name__)
+
+
+def read_paths(nvml, index):
+    """Every NVML read the modules make, through gpuprov's own layer (module_utils/nvml.py),
+    each answer or error recorded: compute and persistence mode, MIG mode, processes, the
+    MIG device slots (which code an empty slot answers), instance listing, and profiles with
+    their placements even while MIG is off."""
+    import pynvml
+
+    paths = {}
+    for name, call in (("compute_mode", nvml.compute_mode), ("persistence_mode", nvml.persistence_mode),
+                       ("mig_mode", nvml.mig_mode), ("processes", nvml.processes)):
+        try:
+            paths[name] = call(index)
+        except Exception as exc:
+            paths[name + "_error"] = _error(exc)
+    handle = nvml.handle(index)
+    slots = []
+    try:
+        for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+            try:
+                pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+                slots.append("device")
+            except pynvml.NVMLError as exc:
+                slots.append(type(exc).__name__)
+    except pynvml.NVMLError as exc:
+        paths["max_mig_device_count_error"] = _error(exc)
+    paths["mig_device_slots"] = slots
+    try:
+        profiles = nvml.mig_profiles(index)
+        paths["mig_profiles"] = dict((p.name, {"id": p.id, "enum": p.enum, "placements": p.placements})
+                                     for p in profiles.values())
+        paths["gpu_instances"] = [gi._asdict() for gi in nvml.gpu_instances(index, profiles)]
+    except Exception as exc:
+        paths["mig_profiles_or_instances_error"] = _error(exc)
+    return paths
+
+
+def privilege_probe():
+    """Which privileged reads NVML refuses a non-root caller (nvml.h: placements and instance
+    listing "Requires privileged user"): run in a child that drops to nobody, when root."""
+    if os.geteuid() != 0:
+        return {"euid": os.geteuid(), "note": "not root: the main report already shows the refusals"}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        result = {}
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            for name, call in (
+                ("mig_mode", lambda: pynvml.nvmlDeviceGetMigMode(handle)),
+                ("profile_info", lambda: pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, 0).id),
+                ("placements", lambda: _placements_count(pynvml, handle)),
+                ("compute_mode", lambda: pynvml.nvmlDeviceGetComputeMode(handle)),
+                ("persistence_mode", lambda: pynvml.nvmlDeviceGetPersistenceMode(handle)),
+            ):
+                try:
+                    result[name] = call()
+                except Exception as exc:
+                    result[name + "_error"] = _error(exc)
+            pynvml.nvmlShutdown()
+        except Exception as exc:
+            result["error"] = _error(exc)
+        os.write(write, json.dumps(result, default=str).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while True:
+        chunk = os.read(read, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    return json.loads(data.decode() or "{}")
+
+
+def _placements_count(pynvml, handle):
+    info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, 0)
+    placements = (pynvml.c_nvmlGpuInstancePlacement_t * 16)()
+    count = ctypes.c_uint(0)
+    pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, placements, ctypes.byref(count))
+    return count.value
+
+
 def main():
     report = {}
     try:
@@ -90,13 +183,19 @@ def main():
                 entry = {"index": index, "name": info.get("name"), "mig_mode": nvml.mig_mode(index)}
                 entry["profiles_raw"] = probe_profiles(nvml, index)
                 entry["catalog_check"] = compare_with_catalog(info.get("name"), entry["profiles_raw"])
+                entry["read_paths"] = read_paths(nvml, index)
                 try:
                     entry["gpuprov_mig_profiles"] = sorted(nvml.mig_profiles(index))
                 except Exception as exc:  # MIG disabled: NVML may refuse profile queries
                     entry["gpuprov_mig_profiles_error"] = str(exc)
                 report["gpus"].append(entry)
+            report["driver_version"] = nvml.driver_version()
     except Exception:
         report["nvml_error"] = traceback.format_exc()
+    try:
+        report["privilege_probe"] = privilege_probe()
+    except Exception:
+        report["privilege_probe_error"] = traceback.format_exc()
     json.dump(report, sys.stdout, indent=2, default=str)
     print()
 

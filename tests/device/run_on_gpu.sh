@@ -2,7 +2,10 @@
 # One read-only pass on a machine with a real NVIDIA GPU (never run in CI): gpuprov's NVML
 # layer and gpu_facts module through the real pynvml, the catalog against NVML's own profile
 # tables, and an MPS daemon with a private pipe directory. Nothing here changes MIG mode or
-# compute mode, creates instances, or resets a GPU.
+# compute mode, creates instances, or resets a GPU. nvml_real.py also records every NVML read
+# path the modules use (profile info, placements with MIG off, instance listing, the MIG
+# device slots, processes, compute and persistence mode) and which reads NVML refuses a
+# non-root caller. Each step has a timeout; the whole pass stays under five minutes.
 #
 #   OUT=/tmp/out [ANSIBLE_BIN=path/to/ansible] tests/device/run_on_gpu.sh
 # (PYTHONPATH may point at a folder holding nvidia-ml-py and ansible-core where they are not installed)
@@ -35,3 +38,11 @@ echo "mps_real rc=$?" >> "$OUT/env.txt"
     echo "## nvidia-smi after (MIG and compute mode must be unchanged)"
     nvidia-smi --query-gpu=index,mig.mode.current,compute_mode --format=csv
 } >> "$OUT/env.txt" 2>&1
+# The pass must leave the GPUs as it found them: compare before and after.
+before=$(sed -n '/^## nvidia-smi before/,/^## mps/p' "$OUT/env.txt" | grep -E '^[0-9]+,' | cut -d, -f1,4,5 | tr -d ' ')
+after=$(sed -n '/^## nvidia-smi after/,$p' "$OUT/env.txt" | grep -E '^[0-9]+,' | tr -d ' ')
+if [ "$before" != "$after" ]; then
+    echo "CHANGED: MIG or compute mode differs after the read-only pass" >> "$OUT/env.txt"
+    exit 1
+fi
+echo "unchanged: MIG and compute mode as before" >> "$OUT/env.txt"

@@ -361,6 +361,11 @@ def initial_nvml_state(node_name, gpus, numa_nodes=1):
                            driver_version=DRIVER_VERSION, cuda_driver_version=CUDA_DRIVER_VERSION)
     for gpu in state["gpus"]:
         gpu["uuid"] = gpu_uuid(node_name, gpu["index"])
+    if state["gpus"]:
+        # As on a real GPU node, nvidia-persistenced runs and holds every GPU open (with
+        # persistence mode on): a GPU reset or Ampere MIG mode change fails until gpuprov
+        # stops it (INITIAL_SYSTEMD_STATE has the unit).
+        state["holders"] = [dict(PERSISTENCED_HOLDER)]
     return state
 
 
@@ -541,8 +546,14 @@ KUBELET_STATUS = f"{FAKE_ROOT}/kubelet-status.json"
 KUBELET_HEALTHZ_PORT = 10248
 KUBELET_BOOT = ["fake-kubelet", "boot", "--config", "/var/lib/kubelet/config.yaml",
                 "--root-dir", "/var/lib/kubelet", "--status", KUBELET_STATUS]
+PERSISTENCED_HOLDER = {"name": "nvidia-persistenced", "unit": "nvidia-persistenced.service", "persistence": True}
 INITIAL_SYSTEMD_STATE = {
     "units": {
+        "nvidia-persistenced.service": {
+            "active": True,
+            "enabled": True,
+            "description": "NVIDIA Persistence Daemon",
+        },
         "kubelet.service": {
             "active": True,
             "enabled": True,

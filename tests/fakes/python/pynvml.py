@@ -14,9 +14,12 @@ function names, constants, structure classes and ``NVMLError_*`` classes match n
 * MIG calls on a GPU without MIG (T4, L40S, ...) raise ``NVMLError_NotSupported``, and so do
   GPU/compute-instance calls on a MIG-capable GPU whose MIG mode is off (nvml.h: "If device
   doesn't have MIG mode enabled" -> NVML_ERROR_NOT_SUPPORTED);
-* ``nvmlDeviceSetMigMode`` returns the activation status instead of raising: on Ampere the new
-  mode stays pending until a GPU reset, on Hopper and later it applies at once; with processes
-  on the GPU it stays pending and the status is NVML_ERROR_IN_USE.
+* ``nvmlDeviceSetMigMode`` returns the activation status instead of raising: on Ampere the
+  driver resets the GPU itself and the mode applies at once unless something holds the GPU
+  (then it stays pending and the status is NVML_ERROR_IN_USE), on Hopper and later it applies
+  at once; with processes on the GPU it stays pending (NVML_ERROR_IN_USE);
+* a GPU reset (``reset_gpu``, fake ``nvidia-smi -r``) fails while anything holds the GPU,
+  including any other process with an open NVML session.
 
 State (one JSON file named by ``GPUPROV_FAKE_NVML_STATE``) is read on every call and written
 after every change under an flock, so separate processes (a module, ``nvidia-smi``, a test)
@@ -29,11 +32,30 @@ Per-GPU test hooks in the state:
                              ``fail_create_count`` (default 1) fail with ``fail_create_code``
                              (default NVML_ERROR_INSUFFICIENT_RESOURCES); then the hook clears
   ``passthrough: true``      the GPU cannot be reset from the guest (as in a VM): a MIG mode
-                             change reports NVML_ERROR_RESET_REQUIRED and ``reset_gpu`` refuses
+                             change stays pending with ``passthrough_status`` (default
+                             NVML_ERROR_RESET_REQUIRED; NVML_ERROR_NOT_SUPPORTED is also seen)
+  ``persistence_mode``       persistence mode; without it (and without a persistence holder)
+                             the compute mode is lost when the last NVML client shuts down
+
+Node-wide keys:
+  ``nvml_clients``           pids with an open NVML session (nvmlInit adds, nvmlShutdown
+                             removes); a reset is refused while another live one exists
+  ``holders``                what else holds the GPUs open: ``{"name", "unit"}`` while the
+                             fake systemctl has the unit active (``"persistence": true`` for
+                             nvidia-persistenced), ``{"name", "pid"}`` while the process lives
+  ``empty_mig_slot_code``    what nvmlDeviceGetMigDeviceHandleByIndex answers for an empty slot
+                             (NVML_ERROR_NOT_FOUND by default, or NVML_ERROR_INVALID_ARGUMENT)
+  ``missing_functions``      C symbols an older libnvidia-ml lacks (FunctionNotFound, or
+                             NVMLLibraryMismatchError from the unversioned wrappers)
+
+MIG management, placements and instance listing raise NO_PERMISSION unless the effective
+uid is 0 (nvml.h "Requires privileged user").
 
 Helpers for tests and the fleet: ``new_state``, ``load_state``, ``save_state``,
-``mutate_state``, ``add_process``, ``set_mig_mode``, ``create_instances``, ``reset_gpu``,
-``reboot``.
+``mutate_state``, ``add_process``, ``add_profile``, ``set_mig_mode``, ``create_instances``,
+``gpu_holders``, ``reset_gpu``, ``reboot``. They are not NVML names (the contract test in
+tests/unit/plugins/module_utils/test_pynvml_contract.py keeps every nvml* name the fake
+defines equal to nvidia-ml-py's).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -46,7 +68,7 @@ import string
 import sys
 import tempfile
 import uuid as _uuid
-from ctypes import POINTER, Structure, c_char, c_uint, c_ulonglong, pointer
+from ctypes import POINTER, Structure, addressof, c_char, c_uint, c_ulonglong, pointer
 
 STATE_ENV = "GPUPROV_FAKE_NVML_STATE"
 
@@ -149,6 +171,10 @@ _NO_ID = 0xFFFFFFFF
 
 # --- errors: generated like nvidia-ml-py does ------------------------------------------------
 
+class NVMLLibraryMismatchError(Exception):
+    """nvidia-ml-py raises this (not an NVMLError) from wrappers marked throwOnVersionMismatch,
+    e.g. nvmlDeviceGetComputeRunningProcesses, when libnvidia-ml lacks the versioned symbol."""
+
 class NVMLError(Exception):
     _valClassMapping = dict()
     _errcode_to_string = {
@@ -190,8 +216,7 @@ class NVMLError(Exception):
     def __eq__(self, other):
         return self.value == other.value
 
-    def __hash__(self):
-        return hash(self.value)
+    # nvidia-ml-py defines __eq__ without __hash__, so its errors are unhashable; so are these.
 
 
 def nvmlExceptionClass(nvmlErrorCode):
@@ -223,39 +248,80 @@ def nvmlErrorString(result):
     return str(NVMLError(result))
 
 
-# --- structures (same fields as nvidia-ml-py; handles carry what the fake needs) -------------
+# --- structures (same fields as nvidia-ml-py; handles are opaque as there) --------------------
+
+class _PrintableStructure(Structure):
+    """As nvidia-ml-py's: char-array fields read back as str, str values are encoded on set."""
+
+    def __getattribute__(self, name):
+        res = super(_PrintableStructure, self).__getattribute__(name)
+        if isinstance(res, bytes):
+            return res.decode()
+        return res
+
+    def __setattr__(self, name, value):
+        if isinstance(value, str):
+            value = value.encode()
+        super(_PrintableStructure, self).__setattr__(name, value)
+
 
 class struct_c_nvmlDevice_t(Structure):
-    # Opaque in NVML; here it names the GPU and, for a MIG device, its GPU/compute instance.
-    _fields_ = [("index", c_uint), ("gi", c_uint), ("ci", c_uint)]
+    pass  # opaque handle, as in nvml.h
 
 
 c_nvmlDevice_t = POINTER(struct_c_nvmlDevice_t)
 
 
 class struct_c_nvmlGpuInstance_t(Structure):
-    _fields_ = [("index", c_uint), ("id", c_uint)]
+    pass  # opaque handle
 
 
 c_nvmlGpuInstance_t = POINTER(struct_c_nvmlGpuInstance_t)
 
 
 class struct_c_nvmlComputeInstance_t(Structure):
-    _fields_ = [("index", c_uint), ("gi", c_uint), ("id", c_uint)]
+    pass  # opaque handle
 
 
 c_nvmlComputeInstance_t = POINTER(struct_c_nvmlComputeInstance_t)
 
+# What each opaque handle stands for, by the address it points at: (gpu index, gi id, ci id).
+# The handle objects are kept here too, so an address is never reused while the fake runs.
+_HANDLES = {}
 
-class c_nvmlMemory_t(Structure):
+
+_HANDLE_BY_KEY = {}
+
+
+def _new_handle(pointer_type, what):
+    """One handle per object, as NVML hands out the same handle for the same device."""
+    key = (pointer_type, what)
+    if key not in _HANDLE_BY_KEY:
+        target = pointer_type._type_()
+        _HANDLES[addressof(target)] = (what, target)
+        _HANDLE_BY_KEY[key] = target
+    return pointer(_HANDLE_BY_KEY[key])
+
+
+def _handle_target(handle):
+    """(gpu index, gi id, ci id) of a handle, or raise INVALID_ARGUMENT for an unknown one."""
+    if not handle:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    entry = _HANDLES.get(addressof(handle.contents))
+    if entry is None:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return entry[0]
+
+
+class c_nvmlMemory_t(_PrintableStructure):
     _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
 
 
-class c_nvmlUtilization_t(Structure):
+class c_nvmlUtilization_t(_PrintableStructure):
     _fields_ = [("gpu", c_uint), ("memory", c_uint)]
 
 
-class nvmlPciInfo_t(Structure):
+class nvmlPciInfo_t(_PrintableStructure):
     _fields_ = [
         ("busIdLegacy", c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE),
         ("domain", c_uint),
@@ -267,7 +333,7 @@ class nvmlPciInfo_t(Structure):
     ]
 
 
-class c_nvmlProcessInfo_v2_t(Structure):
+class c_nvmlProcessInfo_v2_t(_PrintableStructure):
     _fields_ = [
         ("pid", c_uint),
         ("usedGpuMemory", c_ulonglong),
@@ -308,7 +374,7 @@ class c_nvmlGpuInstanceProfileInfo_t(Structure):
                 ("jpegCount", c_uint), ("ofaCount", c_uint), ("memorySizeMB", c_ulonglong)]
 
 
-class c_nvmlGpuInstanceProfileInfo_v2_t(Structure):
+class c_nvmlGpuInstanceProfileInfo_v2_t(_PrintableStructure):
     _fields_ = [("version", c_uint), ("id", c_uint), ("isP2pSupported", c_uint),
                 ("sliceCount", c_uint), ("instanceCount", c_uint),
                 ("multiprocessorCount", c_uint), ("copyEngineCount", c_uint),
@@ -329,7 +395,7 @@ class c_nvmlComputeInstancePlacement_t(Structure):
     _fields_ = [("start", c_uint), ("size", c_uint)]
 
 
-class c_nvmlComputeInstanceProfileInfo_v2_t(Structure):
+class c_nvmlComputeInstanceProfileInfo_v2_t(_PrintableStructure):
     _fields_ = [("version", c_uint), ("id", c_uint), ("sliceCount", c_uint),
                 ("instanceCount", c_uint), ("multiprocessorCount", c_uint),
                 ("sharedCopyEngineCount", c_uint), ("sharedDecoderCount", c_uint),
@@ -434,6 +500,14 @@ def _model_spec(key):
     return spec
 
 
+def add_profile(state, model, enum, profile_id, name, slice_count, memory_mb, placements, instance_count=1):
+    """A GPU-instance profile beyond the catalog's (GFX, -me, +me.all variants that newer
+    drivers offer and other tools may use). Their ids are the test's choice (UNVERIFIED)."""
+    state["models"][model]["mig"]["profiles"].append({
+        "enum": enum, "id": profile_id, "name": "MIG " + name, "slice_count": slice_count,
+        "instance_count": instance_count, "memory_mb": memory_mb, "placements": [list(p) for p in placements]})
+
+
 def new_state(gpus=(), numa_nodes=1, driver_version="550.54.15", cuda_driver_version=12040,
               driver="loaded"):
     """A node's state: ``gpus`` is [(catalog model key, count), ...], in index order.
@@ -459,6 +533,7 @@ def new_state(gpus=(), numa_nodes=1, driver_version="550.54.15", cuda_driver_ver
             "mig_current": False if spec["mig"] else None,
             "mig_pending": False if spec["mig"] else None,
             "compute_mode": NVML_COMPUTEMODE_DEFAULT,
+            "persistence_mode": False,
             "utilization_gpu": 0,
             "gpu_instances": [],
             "processes": [],
@@ -513,13 +588,70 @@ def create_instances(state, index, instances):
     return ids
 
 
-def reset_gpu(state, index):
+def _pid_alive(pid):
+    """Whether a process still exists; a zombie has closed its files, so it holds nothing."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open("/proc/%d/stat" % int(pid)) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (IOError, OSError, IndexError):
+        return True
+
+
+def _unit_active(unit):
+    """Whether the fake systemctl (tests/fakes/bin/systemctl) has ``unit`` active."""
+    path = os.environ.get("GPUPROV_FAKE_SYSTEMD_STATE")
+    if not path or not os.path.exists(path):
+        return False
+    try:
+        with open(path) as handle:
+            units = json.load(handle).get("units", {})
+    except ValueError:
+        return False
+    return bool(units.get(unit, {}).get("active"))
+
+
+def gpu_holders(state, index, caller_pid=None):
+    """What holds GPU ``index`` open, as descriptions; empty when a reset may go ahead.
+
+    The MIG User Guide: a reset fails "In use by another client" while nvsm, DCGM,
+    nvidia-persistenced or any process has the GPU open, and NVML itself opens every GPU in
+    nvmlInit until nvmlShutdown (nvml.h: nvmlShutdown "Shut down NVML by releasing all GPU
+    resources previously allocated with nvmlInit"). So the holders are: compute processes,
+    every live process with an NVML session (the caller's own too, unless ``caller_pid`` is
+    the one asking for the reset, as nvidia-smi is), and the ``holders`` of the state:
+    ``{"name", "unit"}`` holds while the fake systemctl has the unit active (nvidia-persistenced,
+    nvidia-dcgm, ...), ``{"name", "pid"}`` while the process lives (a device-plugin pod).
+    A holder with ``gpus`` holds only those indices.
+    """
+    gpu = state["gpus"][index]
+    found = ["process %s" % p["pid"] for p in gpu.get("processes", [])]
+    for pid in state.get("nvml_clients", []):
+        if pid != caller_pid and _pid_alive(pid):
+            found.append("NVML client pid %s" % pid)
+    for holder in state.get("holders", []):
+        if "gpus" in holder and index not in holder["gpus"]:
+            continue
+        if holder.get("unit") and _unit_active(holder["unit"]):
+            found.append("%s (%s)" % (holder.get("name", holder["unit"]), holder["unit"]))
+        elif holder.get("pid") and _pid_alive(holder["pid"]):
+            found.append("%s (pid %s)" % (holder.get("name", "process"), holder["pid"]))
+    return found
+
+
+def reset_gpu(state, index, caller_pid=None):
     """What ``nvidia-smi -r`` does: pending MIG mode applies, instances go. Raises when busy."""
     gpu = state["gpus"][index]
     if gpu.get("lost"):
         raise FakeStateError("GPU %s is lost" % gpu["pci_bus_id"])
-    if gpu.get("processes"):
-        raise FakeStateError("GPU %s is currently in use by another process." % gpu["pci_bus_id"])
+    holders = gpu_holders(state, index, caller_pid=os.getpid() if caller_pid is None else caller_pid)
+    if holders:
+        raise FakeStateError("GPU %s: In use by another client (%s)" % (gpu["pci_bus_id"], ", ".join(holders)))
     if gpu.get("passthrough"):
         raise FakeStateError("Resetting GPU %s is not supported." % gpu["pci_bus_id"])
     if gpu["mig_current"] is not None:
@@ -553,6 +685,13 @@ def _raise(code):
     raise NVMLError(code)
 
 
+def _require_root():
+    """nvml.h marks MIG management, placements, instance listing and mode changes "Requires
+    privileged user" / "Requires root/admin permissions": others get NO_PERMISSION."""
+    if os.geteuid() != 0:
+        _raise(NVML_ERROR_NO_PERMISSION)
+
+
 def _read():
     if _init_count <= 0:
         _raise(NVML_ERROR_UNINITIALIZED)
@@ -583,10 +722,20 @@ def _deref(ref):
     return ref
 
 
-def _gpu(state, handle, allow_mig_device=False):
-    if not handle:
+class _Dev(object):
+    def __init__(self, what):
+        self.index, self.gi, self.ci = what
+
+
+def _dev(handle):
+    what = _handle_target(handle)
+    if what[0] != "device":
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    dev = handle.contents
+    return _Dev(what[1:])
+
+
+def _gpu(state, handle, allow_mig_device=False):
+    dev = _dev(handle)
     if dev.index >= len(state["gpus"]):
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     gpu = state["gpus"][dev.index]
@@ -741,24 +890,26 @@ def _create_ci(state, gpu, gi, enum):
 
 
 def _device_handle(index, gi=_NO_ID, ci=_NO_ID):
-    return pointer(struct_c_nvmlDevice_t(index, gi, ci))
+    return _new_handle(c_nvmlDevice_t, ("device", index, gi, ci))
 
 
 def _gi_handle(index, gi_id):
-    return pointer(struct_c_nvmlGpuInstance_t(index, gi_id))
+    return _new_handle(c_nvmlGpuInstance_t, ("gi", index, gi_id))
 
 
 def _gi_of(state, gi_handle):
     if not gi_handle:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    ref = gi_handle.contents
-    if ref.index >= len(state["gpus"]):
+    kind, index, gi_id = _handle_target(gi_handle)
+    if kind != "gi":
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    gpu = state["gpus"][ref.index]
+    if index >= len(state["gpus"]):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    gpu = state["gpus"][index]
     if gpu.get("lost"):
         _raise(NVML_ERROR_GPU_IS_LOST)
     _mig_spec(state, gpu)
-    gi = _find_gi(gpu, ref.id)
+    gi = _find_gi(gpu, gi_id)
     if gi is None:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
     return gpu, gi
@@ -784,6 +935,19 @@ def _proc_struct(proc, mig):
 
 # --- library lifecycle ------------------------------------------------------------------------
 
+def _release_compute_modes():
+    """The driver tears a GPU's state down when its last client leaves, unless persistence
+    mode is on (nvidia-smi docs, "Persistence Mode": without it "the driver is unloaded" and
+    settings such as the compute mode are lost when no client is attached). Held open by
+    nvidia-persistenced (a holder unit) counts as a client."""
+    with mutate_state() as state:
+        for gpu in state["gpus"]:
+            if gpu.get("persistence_mode") or gpu.get("lost"):
+                continue
+            if not gpu_holders(state, gpu["index"]):
+                gpu["compute_mode"] = NVML_COMPUTEMODE_DEFAULT
+
+
 def nvmlInitWithFlags(flags):
     global _init_count
     path = _state_path()
@@ -794,6 +958,12 @@ def nvmlInitWithFlags(flags):
         _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
     if driver == "not_loaded":
         _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+    if _init_count == 0:
+        # The process now holds every GPU open until nvmlShutdown (see gpu_holders).
+        with mutate_state(path) as state:
+            clients = state.setdefault("nvml_clients", [])
+            if os.getpid() not in clients:
+                clients.append(os.getpid())
     _init_count += 1
 
 
@@ -806,6 +976,13 @@ def nvmlShutdown():
     if _init_count <= 0:
         _raise(NVML_ERROR_UNINITIALIZED)
     _init_count -= 1
+    path = _state_path()
+    if _init_count == 0 and path and os.path.exists(path):
+        with mutate_state(path) as state:
+            state["nvml_clients"] = [pid for pid in state.get("nvml_clients", []) if pid != os.getpid()]
+            if not state["nvml_clients"]:
+                del state["nvml_clients"]
+        _release_compute_modes()
 
 
 # --- system -----------------------------------------------------------------------------------
@@ -869,7 +1046,7 @@ def nvmlDeviceGetName(handle):
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
     name = _spec(state, gpu)["name"]
-    dev = handle.contents
+    dev = _dev(handle)
     if dev.gi != _NO_ID:
         gi = _find_gi(gpu, dev.gi)
         if gi is None:
@@ -881,7 +1058,7 @@ def nvmlDeviceGetName(handle):
 def nvmlDeviceGetUUID(handle):
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
-    dev = handle.contents
+    dev = _dev(handle)
     if dev.gi != _NO_ID:
         return "MIG-%s" % _uuid.uuid5(_uuid.NAMESPACE_URL, "%s/%d/%d" % (gpu["uuid"], dev.gi, dev.ci))
     return gpu["uuid"]
@@ -921,7 +1098,7 @@ def nvmlDeviceGetNumaNodeId(handle):
 def nvmlDeviceGetMemoryInfo(handle, version=None):
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
-    dev = handle.contents
+    dev = _dev(handle)
     procs = gpu["processes"]
     total_mib = _spec(state, gpu)["memory_mib"]
     if dev.gi != _NO_ID:
@@ -959,7 +1136,7 @@ def nvmlDeviceGetComputeRunningProcesses_v3(handle):
     """
     state = _read()
     gpu = _gpu(state, handle, allow_mig_device=True)
-    dev = handle.contents
+    dev = _dev(handle)
     mig = bool(gpu["mig_current"])
     procs = gpu["processes"]
     if dev.gi != _NO_ID:
@@ -980,6 +1157,7 @@ def nvmlDeviceSetComputeMode(handle, mode):
     mode = int(getattr(mode, "value", mode))
     with _mutate() as state:
         gpu = _gpu(state, handle)
+        _require_root()  # nvml.h: "Requires privileged user."
         if mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
             _raise(NVML_ERROR_NOT_SUPPORTED)
         if mode not in (NVML_COMPUTEMODE_DEFAULT, NVML_COMPUTEMODE_PROHIBITED,
@@ -990,6 +1168,25 @@ def nvmlDeviceSetComputeMode(handle, mode):
             # MIG-enabled device. ... Not Supported" (NVIDIA/DCGM#82).
             _raise(NVML_ERROR_NOT_SUPPORTED)
         gpu["compute_mode"] = mode
+
+
+def nvmlDeviceGetPersistenceMode(handle):
+    state = _read()
+    gpu = _gpu(state, handle)
+    # nvidia-persistenced keeps persistence mode on while it runs (its man page).
+    return int(bool(gpu.get("persistence_mode")) or
+               any(h.get("persistence") and h.get("unit") and _unit_active(h["unit"])
+                   for h in state.get("holders", [])))
+
+
+def nvmlDeviceSetPersistenceMode(handle, mode):
+    mode = int(mode)
+    if mode not in (NVML_FEATURE_DISABLED, NVML_FEATURE_ENABLED):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    with _mutate() as state:
+        gpu = _gpu(state, handle)
+        _require_root()  # nvml.h: "Requires root/admin permissions."
+        gpu["persistence_mode"] = bool(mode)
 
 
 # --- MIG mode ---------------------------------------------------------------------------------
@@ -1004,10 +1201,14 @@ def nvmlDeviceGetMigMode(device):
 def nvmlDeviceSetMigMode(device, mode):
     """Returns the activation status (NVML_SUCCESS, NVML_ERROR_IN_USE, ...), like NVML.
 
-    Ampere: the change is recorded as pending and needs a GPU reset (the driver's own reset
-    attempt is modelled as not happening, as when persistenced or DCGM hold the GPU).
-    Hopper+: applies at once when the GPU is idle. With processes on the GPU the change
-    stays pending and the status is NVML_ERROR_IN_USE (UNVERIFIED for Hopper).
+    Ampere: the driver resets the GPU itself and the change applies at once when nothing
+    else holds the GPU (MIG User Guide: "the driver will attempt to reset the GPU"); while
+    something does (see gpu_holders; the caller's own NVML session does not count) the change
+    stays pending and the status is NVML_ERROR_IN_USE. Hopper+: no reset is needed; it applies
+    at once unless compute processes run (IN_USE, UNVERIFIED for Hopper).
+    In a VM with passthrough (``passthrough: true``) it stays pending with the GPU's
+    ``passthrough_status``: NVML_ERROR_RESET_REQUIRED (default) or NVML_ERROR_NOT_SUPPORTED,
+    both seen in the guide's VM example.
     Disabling MIG while GPU instances exist raises NVMLError_InUse (UNVERIFIED: modelled on
     nvidia-smi refusing `-mig 0` until the instances are destroyed).
     """
@@ -1017,6 +1218,7 @@ def nvmlDeviceSetMigMode(device, mode):
     with _mutate() as state:
         gpu = _gpu(state, device)
         _mig_spec(state, gpu, need_enabled=False)
+        _require_root()  # nvml.h: "Requires root user."
         wanted = bool(mode)
         if wanted == gpu["mig_current"] and wanted == gpu["mig_pending"]:
             return NVML_SUCCESS
@@ -1027,11 +1229,15 @@ def nvmlDeviceSetMigMode(device, mode):
             # Cancelling a pending change needs no reset.
             return NVML_SUCCESS
         if gpu.get("passthrough"):
-            return NVML_ERROR_RESET_REQUIRED
+            return gpu.get("passthrough_status", NVML_ERROR_RESET_REQUIRED)
         if gpu["processes"]:
             return NVML_ERROR_IN_USE
-        if _spec(state, gpu)["architecture"] != "ampere":
-            gpu["mig_current"] = wanted
+        if _spec(state, gpu)["architecture"] == "ampere":
+            if gpu_holders(state, gpu["index"], caller_pid=os.getpid()):
+                return NVML_ERROR_IN_USE
+            gpu["gpu_instances"] = []
+            gpu["compute_mode"] = NVML_COMPUTEMODE_DEFAULT
+        gpu["mig_current"] = wanted
         return NVML_SUCCESS
 
 
@@ -1050,7 +1256,7 @@ def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
     info.copyEngineCount = prof["slice_count"]
     info.memorySizeMB = prof["memory_mb"]
     if version == 2:
-        info.name = prof["name"].encode()
+        info.name = prof["name"]
     return info
 
 
@@ -1082,18 +1288,18 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
     """Python name without _v2, like nvidia-ml-py (which calls the _v2 C symbol)."""
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     prof = _profile_by_id(state, gpu, int(profileId))
     _fill(placementsRef, countRef, prof["placements"],
           lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
     return NVML_SUCCESS
 
 
-nvmlDeviceGetGpuInstancePossiblePlacements_v2 = nvmlDeviceGetGpuInstancePossiblePlacements
-
 
 def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     prof = _profile_by_id(state, gpu, int(profileId))
     used = 0
     compute = 0
@@ -1115,6 +1321,7 @@ def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
 def _create(device, profileId, placement):
     with _mutate() as state:
         gpu = _gpu(state, device)
+        _require_root()  # nvml.h: "Requires privileged user."
         prof = _profile_by_id(state, gpu, int(profileId))
         if placement is None:
             # Without a placement the driver picks the first free one that fits.
@@ -1149,6 +1356,7 @@ def nvmlDeviceCreateGpuInstanceWithPlacement(device, profileId, placement):
 def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     prof = _profile_by_id(state, gpu, int(profileId))
     items = [gi for gi in gpu["gpu_instances"] if gi["profile_id"] == prof["id"]]
     _fill(gpuInstancesRef, countRef, items, lambda gi: _gi_handle(gpu["index"], gi["id"]))
@@ -1158,6 +1366,7 @@ def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
 def nvmlDeviceGetGpuInstanceById(device, gpuInstanceId):
     state = _read()
     gpu = _gpu(state, device)
+    _require_root()  # nvml.h: "Requires privileged user."
     _mig_spec(state, gpu)
     if _find_gi(gpu, int(gpuInstanceId)) is None:
         _raise(NVML_ERROR_NOT_FOUND)
@@ -1178,6 +1387,7 @@ def nvmlGpuInstanceGetInfo(gpuInstance):
 def nvmlGpuInstanceDestroy(gpuInstance):
     with _mutate() as state:
         gpu, gi = _gi_of(state, gpuInstance)
+        _require_root()  # nvml.h: "Requires privileged user."
         if gi["compute_instances"] or any(p.get("gpu_instance_id") == gi["id"] for p in gpu["processes"]):
             _raise(NVML_ERROR_IN_USE)
         gpu["gpu_instances"] = [g for g in gpu["gpu_instances"] if g["id"] != gi["id"]]
@@ -1202,7 +1412,7 @@ def nvmlGpuInstanceGetComputeInstanceProfileInfo(device, profile, engProfile, ve
     info.sliceCount = prof["slice_count"]
     info.instanceCount = prof["instance_count"]
     info.multiprocessorCount = 14 * prof["slice_count"]
-    info.name = ("MIG %dc" % prof["slice_count"]).encode()
+    info.name = "MIG %dc" % prof["slice_count"]
     return info
 
 
@@ -1210,12 +1420,13 @@ nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanc
 
 
 def _ci_handle(index, gi_id, ci_id):
-    return pointer(struct_c_nvmlComputeInstance_t(index, gi_id, ci_id))
+    return _new_handle(c_nvmlComputeInstance_t, ("ci", index, gi_id, ci_id))
 
 
 def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
     with _mutate() as state:
         gpu, gi = _gi_of(state, gpuInstance)
+        _require_root()  # nvml.h: "Requires privileged user."
         ci = _create_ci(state, gpu, gi, int(profileId))
         return _ci_handle(gpu["index"], gi["id"], ci["id"])
 
@@ -1223,6 +1434,7 @@ def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
 def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesRef, countRef):
     state = _read()
     gpu, gi = _gi_of(state, gpuInstance)
+    _require_root()  # nvml.h: "Requires privileged user."
     items = [ci for ci in gi["compute_instances"] if ci["profile_id"] == int(profileId)]
     _fill(computeInstancesRef, countRef, items, lambda ci: _ci_handle(gpu["index"], gi["id"], ci["id"]))
     return NVML_SUCCESS
@@ -1231,10 +1443,13 @@ def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesR
 def _ci_of(state, computeInstance):
     if not computeInstance:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    ref = computeInstance.contents
-    gpu, gi = _gi_of(state, _gi_handle(ref.index, ref.gi))
+    what = _handle_target(computeInstance)
+    if what[0] != "ci":
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    _kind, index, gi_id, ci_id = what
+    gpu, gi = _gi_of(state, _gi_handle(index, gi_id))
     for ci in gi["compute_instances"]:
-        if ci["id"] == ref.id:
+        if ci["id"] == ci_id:
             return gpu, gi, ci
     _raise(NVML_ERROR_INVALID_ARGUMENT)
 
@@ -1258,6 +1473,7 @@ def nvmlComputeInstanceGetInfo(computeInstance):
 def nvmlComputeInstanceDestroy(computeInstance):
     with _mutate() as state:
         gpu, gi, ci = _ci_of(state, computeInstance)
+        _require_root()  # nvml.h: "Requires privileged user."
         if any(p.get("gpu_instance_id") == gi["id"] and p.get("compute_instance_id", ci["id"]) == ci["id"]
                for p in gpu["processes"]):
             _raise(NVML_ERROR_IN_USE)
@@ -1280,30 +1496,99 @@ def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
     _mig_spec(state, gpu)
     devices = _mig_devices(gpu)
     if not 0 <= int(index) < len(devices):
-        _raise(NVML_ERROR_NOT_FOUND)
+        # An empty slot: NOT_FOUND on most drivers, INVALID_ARGUMENT on some (NVIDIA's go-nvlib
+        # pkg/nvlib/device skips both); the state's ``empty_mig_slot_code`` picks one.
+        _raise(state.get("empty_mig_slot_code", NVML_ERROR_NOT_FOUND))
     gi, ci = devices[int(index)]
     return _device_handle(gpu["index"], gi["id"], ci["id"])
 
 
 def nvmlDeviceIsMigDeviceHandle(device):
     _gpu(_read(), device, allow_mig_device=True)
-    return int(device.contents.gi != _NO_ID)
+    return int(_dev(device).gi != _NO_ID)
 
 
 def nvmlDeviceGetGpuInstanceId(device):
     _gpu(_read(), device, allow_mig_device=True)
-    if device.contents.gi == _NO_ID:
+    if _dev(device).gi == _NO_ID:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return device.contents.gi
+    return _dev(device).gi
 
 
 def nvmlDeviceGetComputeInstanceId(device):
     _gpu(_read(), device, allow_mig_device=True)
-    if device.contents.gi == _NO_ID:
+    if _dev(device).gi == _NO_ID:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return device.contents.ci
+    return _dev(device).ci
 
 
 def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
     gpu = _gpu(_read(), migDevice, allow_mig_device=True)
     return _device_handle(gpu["index"])
+
+
+# --- older drivers: functions libnvidia-ml lacks ------------------------------------------------
+# The state's ``missing_functions`` lists C symbols an older libnvidia-ml.so lacks. As in
+# nvidia-ml-py, the wrapper that calls one raises NVMLError_FunctionNotFound, and the
+# unversioned wrappers marked throwOnVersionMismatch raise NVMLLibraryMismatchError instead.
+# Python name -> the C symbol nvidia-ml-py 13.615.71 looks up for it.
+_C_SYMBOLS = {
+    "nvmlDeviceGetComputeRunningProcesses_v3": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGpuInstancePossiblePlacements": "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceGetMaxMigDeviceCount": "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex": "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceCreateGpuInstanceWithPlacement": "nvmlDeviceCreateGpuInstanceWithPlacement",
+    "nvmlComputeInstanceGetInfo_v2": "nvmlComputeInstanceGetInfo_v2",
+    "nvmlSystemGetCudaDriverVersion": "nvmlSystemGetCudaDriverVersion",
+}
+_THROW_ON_VERSION_MISMATCH = ("nvmlDeviceGetComputeRunningProcesses",)
+
+
+def _missing(symbol):
+    path = _state_path()
+    if not path or not os.path.exists(path):
+        return False
+    return symbol in load_state(path).get("missing_functions", [])
+
+
+def _with_symbol(func, symbol):
+    def wrapper(*args, **kwargs):
+        if _missing(symbol):
+            _raise(NVML_ERROR_FUNCTION_NOT_FOUND)
+        return func(*args, **kwargs)
+    wrapper.__name__ = func.__name__
+    wrapper.__signature__ = __import__("inspect").signature(func)
+    return wrapper
+
+
+def _throw_on_version_mismatch(func):
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except NVMLError_FunctionNotFound:  # noqa: F821 (generated above)
+            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match "
+                                           "the NVML lib version.")
+    wrapper.__name__ = func.__name__
+    wrapper.__signature__ = __import__("inspect").signature(func)
+    return wrapper
+
+
+def _gi_profile_info_symbol(func):
+    """nvmlDeviceGetGpuInstanceProfileInfo looks up ...InfoV for version 2, ...Info for 1."""
+    def wrapper(device, profile, version=2):
+        if version == 2 and _missing("nvmlDeviceGetGpuInstanceProfileInfoV"):
+            _raise(NVML_ERROR_FUNCTION_NOT_FOUND)
+        return func(device, profile, version)
+    wrapper.__name__ = func.__name__
+    wrapper.__signature__ = __import__("inspect").signature(func)
+    return wrapper
+
+
+for _name, _symbol in _C_SYMBOLS.items():
+    globals()[_name] = _with_symbol(globals()[_name], _symbol)
+nvmlDeviceGetComputeRunningProcesses = _throw_on_version_mismatch(
+    lambda handle: nvmlDeviceGetComputeRunningProcesses_v3(handle))
+nvmlDeviceGetComputeRunningProcesses.__signature__ = __import__("inspect").signature(lambda handle: None)
+nvmlDeviceGetComputeRunningProcesses.__name__ = "nvmlDeviceGetComputeRunningProcesses"
+nvmlDeviceGetGpuInstanceProfileInfo = _gi_profile_info_symbol(nvmlDeviceGetGpuInstanceProfileInfo)
+nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo

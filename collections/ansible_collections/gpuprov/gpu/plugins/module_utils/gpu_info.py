@@ -48,7 +48,7 @@ def read_numa_nodes(sysfs_root):
             for node, cpus in sorted(nodes.items())], None
 
 
-def _gpu_facts(nvml, index, sysfs_root):
+def _gpu_facts(nvml, index, sysfs_root, warnings):
     gpu = nvml.gpu_info(index)
     current, pending = nvml.mig_mode(index)
     gpu.update({
@@ -61,21 +61,42 @@ def _gpu_facts(nvml, index, sysfs_root):
         "numa_node": read_gpu_numa_node(sysfs_root, gpu["pci_bus_id"]),
         "error": None,
     })
+    try:
+        gpu["persistence_mode"] = nvml.persistence_mode(index)
+    except NvmlError as exc:
+        gpu["persistence_mode"] = None
+        warnings.append(str(exc))
     if current:
-        profiles = nvml.mig_profiles(index)
-        gpu["mig_profiles"] = [{"name": p.name, "profile_id": p.id, "compute_slices": p.compute_slices,
-                                "memory_mib": p.memory_mib, "max_count": p.max_count,
-                                "placements": [{"start": s, "size": z} for s, z in p.placements]}
-                               for p in sorted(profiles.values(), key=lambda p: (p.compute_slices, p.memory_mib, p.name))]
-        gpu["gpu_instances"] = [{
-            "id": gi.id,
-            "profile": gi.profile,
-            "profile_id": gi.profile_id,
-            "placement": {"start": gi.start, "size": gi.size},
-            "compute_instances": gi.compute_instances,
-        } for gi in nvml.gpu_instances(index, profiles)]
-    gpu["processes"] = nvml.processes(index)
+        try:
+            _mig_facts(nvml, index, gpu)
+        except NvmlError as exc:
+            if not (nvml.is_error(exc, "NoPermission") or nvml.is_error(exc, "FunctionNotFound")):
+                raise
+            # Non-root callers and older drivers still get the rest of the GPU's facts.
+            warnings.append(str(exc))
+    try:
+        gpu["processes"] = nvml.processes(index)
+    except NvmlError as exc:
+        if not (nvml.is_error(exc, "NoPermission") or nvml.is_error(exc, "FunctionNotFound")):
+            raise
+        warnings.append(str(exc))
     return gpu
+
+
+def _mig_facts(nvml, index, gpu):
+    """MIG profiles and instances of a GPU with MIG on (NVML lets only root read them)."""
+    profiles = nvml.mig_profiles(index)
+    gpu["mig_profiles"] = [{"name": p.name, "profile_id": p.id, "compute_slices": p.compute_slices,
+                            "memory_mib": p.memory_mib, "max_count": p.max_count,
+                            "placements": [{"start": s, "size": z} for s, z in p.placements]}
+                           for p in sorted(profiles.values(), key=lambda p: (p.compute_slices, p.memory_mib, p.name))]
+    gpu["gpu_instances"] = [{
+        "id": gi.id,
+        "profile": gi.profile,
+        "profile_id": gi.profile_id,
+        "placement": {"start": gi.start, "size": gi.size},
+        "compute_instances": gi.compute_instances,
+    } for gi in nvml.gpu_instances(index, profiles)]
 
 
 def _lost_gpu(index, exc):
@@ -85,7 +106,7 @@ def _lost_gpu(index, exc):
         "memory_total_mib": None, "memory_used_mib": None, "compute_mode": None,
         "compute_capability": None, "mig_capable": None, "mig_mode_current": None,
         "mig_mode_pending": None, "gpu_instances": [], "processes": [], "numa_node": None,
-        "error": str(exc),
+        "persistence_mode": None, "error": str(exc),
     }
 
 
@@ -116,7 +137,7 @@ def gather(sysfs_root="/sys", nvml_factory=Nvml):
             facts["gpu_count"] = count
             for index in range(count):
                 try:
-                    facts["gpus"].append(_gpu_facts(nvml, index, sysfs_root))
+                    facts["gpus"].append(_gpu_facts(nvml, index, sysfs_root, warnings))
                 except NvmlError as exc:
                     facts["gpus"].append(_lost_gpu(index, exc))
                     warnings.append(str(exc))

@@ -106,12 +106,29 @@ def plan_mode(nvml, index, info, mode, enabled, ignore_processes):
     return plan
 
 
+# Activation statuses of nvmlDeviceSetMigMode that mean "the guest cannot reset this GPU":
+# NVML_ERROR_RESET_REQUIRED (16), and NVML_ERROR_NOT_SUPPORTED (3), which the MIG User Guide
+# shows in VMs with passthrough ("pending enable state ... Not Supported").
+VM_REBOOT_STATUSES = (16, 3)
+
+
+def needs_vm_reboot(status):
+    return status in VM_REBOOT_STATUSES
+
+
 def predicted_after(plan, enabled, compute_capability):
-    """The (current, pending) a GPU should have after ``plan`` runs: Ampere (8.x) needs a reset."""
+    """The (current, pending) a GPU should have after ``plan`` runs.
+
+    Every architecture applies the change at once when nothing holds the GPU: Hopper and
+    later need no reset, and on Ampere nvmlDeviceSetMigMode resets the GPU itself (MIG User
+    Guide: "the driver will attempt to reset the GPU"). With compute processes on it the
+    change stays pending (IN_USE). A host service that holds the GPU (nvidia-persistenced,
+    DCGM) also keeps it pending; the gpu_mig role stops those first, so they are not predicted.
+    """
     before = plan["before"]
     if not plan["set_mode"]:
         return before["current"], before["pending"]
-    immediate = not str(compute_capability).startswith("8.") and not plan["processes"]
+    immediate = not plan["processes"]
     return (enabled if immediate else before["current"]), enabled
 
 

@@ -43,6 +43,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_manager import (
     apply_mode,
     describe_gpu,
     describe_instances,
+    needs_vm_reboot,
     parse_instances,
     plan_layout,
     plan_mode,
@@ -70,9 +71,6 @@ EXIT_CODES = (
     (EXIT_CHANGES_NEEDED, "--dry-run only: some GPU differs from the state file (nothing was changed)"),
     (EXIT_WRONG_NODE, "the state file was written for other GPUs (model differs); nothing changed"),
 )
-
-# NVML activation status of nvmlDeviceSetMigMode: the GPU must be reset by a VM reboot.
-_RESET_REQUIRED = 16
 
 
 class StateFileError(Exception):
@@ -182,7 +180,6 @@ class Restorer:
         self.error = error or _print_err
         self.nvidia_smi = nvidia_smi
         self.results = []   # one dict per GPU of the state file
-        self._sessions = []  # NVML sessions opened after a GPU reset, closed by close()
 
     # -- the whole node ------------------------------------------------------------------------
     def run(self):
@@ -207,13 +204,56 @@ class Restorer:
                     self.results.append({"index": entry["index"], "status": "missing", "message": message})
                 for entry, index, info in located:
                     self.results.append(self._restore_gpu(nvml, entry, index, info))
+            # The driver refuses a GPU reset while any NVML client has the GPU open, this
+            # program included: reset only once the session above is shut down, then go on
+            # with the layouts in a fresh session (a reset can renumber device handles).
+            waiting = [r for r in self.results if r.get("status") == "reset"]
+            if waiting:
+                for result in waiting:
+                    self._reset_waiting(result)
+                with self.nvml_factory() as nvml:
+                    for result in waiting:
+                        if result["status"] == "reset":
+                            self._after_reset(nvml, result)
         except NvmlUnavailable as exc:
             self.error("%s: NVML is not usable, nothing was changed: %s" % (PROGRAM, exc))
             return EXIT_NO_NVML
         except NvmlError as exc:
             self.error("%s: %s" % (PROGRAM, exc))
             self.results.append({"index": exc.gpu, "status": "failed", "message": str(exc)})
+        for result in self.results:
+            result.pop("_resume", None)
         return self._summary()
+
+    def _reset_waiting(self, result):
+        entry, index, info, where, word = result["_resume"]
+        try:
+            self._reset_gpu(info, where, word)
+        except GpuFailure as exc:
+            self._fail(result, where, exc)
+
+    def _after_reset(self, nvml, result):
+        entry, index, info, where, word = result["_resume"]
+        result["status"] = "ok"
+        try:
+            current, pending = nvml.mig_mode(index)
+            if current != entry["mig_enabled"]:
+                raise GpuFailure("%s: MIG %s is still pending after the GPU reset (mode now %s, pending %s); "
+                                 "reboot the node" % (where, word, current, pending))
+            result["steps"].append("%sd MIG mode (GPU reset)" % word)
+            if entry["mig_enabled"]:
+                self._restore_layout(nvml, entry, index, info, where, result)
+        except (GpuFailure, MigError, NvmlError) as exc:
+            self._fail(result, where, exc)
+            return
+        self.log("%s: %s" % (where, "; ".join(result["steps"])))
+
+    def _fail(self, result, where, exc):
+        message = str(exc)
+        if not message.startswith("GPU "):
+            message = "%s: %s" % (where, message)
+        self.error(message)
+        result.update(status="failed", message=message)
 
     def _locate(self, nvml, entries):
         """Match state-file GPUs with NVML's: [(entry, index, info)], [(kind, entry, message)]."""
@@ -276,15 +316,12 @@ class Restorer:
             where += " (GPU %d in the state file)" % entry["index"]
         result = {"index": entry["index"], "nvml_index": index, "status": "ok", "changed": False, "steps": []}
         try:
-            nvml = self._restore_mode(nvml, entry, index, info, where, result)
+            if self._restore_mode(nvml, entry, index, info, where, result):
+                return result  # waits for a GPU reset once the NVML session is closed
             if entry["mig_enabled"]:
                 self._restore_layout(nvml, entry, index, info, where, result)
         except (GpuFailure, MigError, NvmlError) as exc:
-            message = str(exc)
-            if not message.startswith("GPU "):
-                message = "%s: %s" % (where, message)
-            self.error(message)
-            result.update(status="failed", message=message)
+            self._fail(result, where, exc)
             return result
         if result["steps"]:
             self.log("%s: %s%s" % (where, "would: " if self.dry_run else "", "; ".join(result["steps"])))
@@ -299,22 +336,20 @@ class Restorer:
         return "MIG enabled; %s" % describe_instances(_instances(entry))
 
     def _restore_mode(self, nvml, entry, index, info, where, result):
-        """Bring MIG mode to the state file's; returns the NVML session to go on with."""
+        """Bring MIG mode to the state file's; returns True when the GPU waits for a reset."""
         want = entry["mig_enabled"]
         mode = nvml.mig_mode(index)
         if mode[0] is None:
             raise GpuFailure("%s does not support MIG, but the state file asks for MIG %s"
                              % (where, "enabled" if want else "disabled"))
         plan = plan_mode(nvml, index, info, mode, want, ignore_processes=False)
-        if not plan["set_mode"] and not plan["destroy_instances"]:
-            return nvml
+        if not plan["set_mode"] and not plan["destroy_instances"] and mode[0] == want:
+            return False
         word = "enable" if want else "disable"
         result["changed"] = True
         if self.dry_run:
-            # Ampere (compute capability 8.x) applies a mode change only after a GPU reset.
-            needs_reset = mode[0] != want and str(info.get("compute_capability", "")).startswith("8.")
-            result["steps"].append("%s MIG mode%s" % (word, " (with a GPU reset)" if needs_reset else ""))
-            return nvml
+            result["steps"].append("%s MIG mode" % word)
+            return False
         status = apply_mode(nvml, plan, want)
         current, pending = nvml.mig_mode(index)
         if current == want:
@@ -322,27 +357,19 @@ class Restorer:
                 result["steps"].append("cancelled a pending MIG %s" % ("disable" if want else "enable"))
             else:
                 result["steps"].append("%sd MIG mode" % word)
-            return nvml
-        # The change is pending: Ampere applies it only after a GPU reset.
-        if status == _RESET_REQUIRED:
+            return False
+        # The change is pending: something held the GPU when the driver tried to reset it.
+        if needs_vm_reboot(status):
             raise GpuFailure("%s: MIG %s is pending and the GPU cannot be reset from here "
-                             "(NVML_ERROR_RESET_REQUIRED, as in a VM with GPU passthrough); reboot the VM"
-                             % (where, word))
+                             "(activation status %d, as in a VM with GPU passthrough); reboot the VM"
+                             % (where, word, status))
         if not self.reset:
             raise GpuFailure("%s: MIG %s is pending a GPU reset and --no-reset was given; reset the GPU "
                              "(nvidia-smi -r -i %s) and run %s again, or reboot"
                              % (where, word, info["pci_bus_id"], PROGRAM))
-        self._reset_gpu(info, where, word)
-        # A reset can renumber device handles: go on in a fresh NVML session.
-        fresh = self.nvml_factory()
-        fresh.__enter__()
-        self._sessions.append(fresh)
-        current, pending = fresh.mig_mode(index)
-        if current != want:
-            raise GpuFailure("%s: MIG %s is still pending after the GPU reset (mode now %s, pending %s); "
-                             "reboot the node" % (where, word, current, pending))
-        result["steps"].append("%sd MIG mode (GPU reset)" % word)
-        return fresh
+        result["status"] = "reset"
+        result["_resume"] = (entry, index, info, where, word)
+        return True
 
     def _reset_gpu(self, info, where, word):
         smi = self.nvidia_smi or shutil.which("nvidia-smi") or "/usr/bin/nvidia-smi"
@@ -390,9 +417,7 @@ class Restorer:
                              % (where, describe_instances(after), describe_instances(_instances(entry)), PROGRAM))
 
     def close(self):
-        for session in self._sessions:
-            session.__exit__(None, None, None)
-        self._sessions = []
+        """Kept for callers; every NVML session is closed where it is opened."""
 
 
 def _instances(entry):

@@ -24,11 +24,17 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import Inst
 COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 COMPUTE_MODE_VALUES = dict((name, value) for value, name in COMPUTE_MODE_NAMES.items())
 
-# NVML GPU-instance profile enums gpuprov manages (NVML_GPU_INSTANCE_PROFILE_*): the plain
-# compute profiles, the +me profiles (REV1) and the double-memory 1g (REV2). Graphics and
-# media-less variants are left alone.
-GPU_INSTANCE_PROFILE_ENUMS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+# Every NVML GPU-instance profile enum (NVML_GPU_INSTANCE_PROFILE_* 0 .. COUNT-1 = 0x11 in
+# nvml.h): besides the plain, +me (REV1) and double-memory (REV2) profiles gpuprov plans with,
+# other tools may have made GFX, NO_ME ("-me") and ALL_ME ("+me.all") instances; gpuprov must
+# see those too, or it would take their slices for free.
+GPU_INSTANCE_PROFILE_ENUMS = tuple(range(0x12))
 _MEDIA_EXTENSION_ENUMS = (7, 8)
+# Name suffixes go-nvlib gives the other variants when NVML has no name (mig_profile.go).
+_ENUM_SUFFIXES = {0xA: "+gfx", 0xB: "+gfx", 0xC: "+gfx", 0x11: "+gfx", 0xD: "-me", 0xE: "-me",
+                  0xF: "+me.all", 0x10: "+me.all"}
+# Every NVML compute-instance profile enum (NVML_COMPUTE_INSTANCE_PROFILE_*, COUNT = 9).
+_CI_PROFILE_ENUMS = tuple(range(9))
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum for a compute instance of N compute slices.
 _CI_ENUM_FOR_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 _NO_ID = 0xFFFFFFFF
@@ -47,7 +53,8 @@ _HINTS = {
     "NVMLError_NotSupported": (
         "this GPU or driver does not support the operation (MIG needs an A30, A100, H100, H200, "
         "GH200 or B200 class GPU with MIG mode enabled)"),
-    "NVMLError_NoPermission": "run the task as root (become: true)",
+    "NVMLError_NoPermission": "run as root (become: true); NVML allows MIG changes, placements and "
+                              "instance listing to root only",
     "NVMLError_GpuIsLost": (
         "the GPU has fallen off the bus; check the kernel log for Xid errors, then reset the GPU "
         "(nvidia-smi -r) or reboot the node"),
@@ -58,7 +65,14 @@ _HINTS = {
     "NVMLError_InvalidArgument": "the request does not match the GPU's state; re-read it with gpu_facts",
     "NVMLError_NotFound": "the object no longer exists; re-read the GPU's state with gpu_facts",
     "NVMLError_LibRmVersionMismatch": "the NVIDIA library and kernel module differ; reboot or reload the driver",
+    "NVMLError_FunctionNotFound": "the NVIDIA driver is too old for this call; gpuprov needs driver %s or newer"
+                                  % "R525",
 }
+# The oldest driver branch gpuprov supports: the newest NVML symbols it calls
+# (nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetGpuInstanceProfileInfoV with profile
+# names, 1g+me / 1g 2x-memory profiles) all exist there. (UNVERIFIED: from NVIDIA's release
+# notes as summarised by mig-parted's configs, not checked against each nvml.h release.)
+MINIMUM_DRIVER = "R525"
 
 
 class NvmlError(Exception):
@@ -125,12 +139,17 @@ def _text(value):
 
 def profile_name_from_memory(memory_mb, total_memory_mib, memory_gib_total, slices, enum):
     """Profile name by go-nvlib's rule, when NVML gives no name: GB =
-    round(ceil(8 * mem / total) / 8 * ceil(total GiB))."""
+    round(ceil(8 * mem / total) / 8 * ceil(total GiB)).
+
+    go-nvlib (pkg/nvlib/device/mig_profile.go, getMigMemorySizeGB) rounds with Go's
+    math.Round, half away from zero; Python's round() rounds half to even, which would name
+    B200's 1g (1/8 of 180 GiB = 22.5) 1g.22gb instead of NVIDIA's 1g.23gb.
+    """
     fraction = math.ceil(8.0 * memory_mb / total_memory_mib) / 8.0
-    name = "%dg.%dgb" % (slices, int(round(fraction * math.ceil(memory_gib_total))))
+    name = "%dg.%dgb" % (slices, int(math.floor(fraction * math.ceil(memory_gib_total) + 0.5)))
     if enum in _MEDIA_EXTENSION_ENUMS:
         name += "+me"
-    return name
+    return name + _ENUM_SUFFIXES.get(enum, "")
 
 
 class Nvml:
@@ -168,6 +187,13 @@ class Nvml:
             return func(*args, **kwargs)
         except self.pynvml.NVMLError as exc:
             raise NvmlError.from_nvml(exc, gpu=gpu, operation=operation, bus_id=self._bus_ids.get(gpu))
+        except getattr(self.pynvml, "NVMLLibraryMismatchError", ()) as exc:
+            # Not an NVMLError: nvidia-ml-py's unversioned wrappers raise it when the driver's
+            # library lacks the versioned symbol, i.e. the driver is older than nvidia-ml-py.
+            where = "GPU %s: " % gpu if gpu is not None else ""
+            raise NvmlError("%s%s failed: %s" % (where, operation, exc), gpu=gpu, operation=operation,
+                            hint=_HINTS["NVMLError_FunctionNotFound"], reason=str(exc),
+                            error_class="NVMLError_FunctionNotFound")
 
     @staticmethod
     def is_error(exc, name):
@@ -225,10 +251,29 @@ class Nvml:
                           self.handle(index), gpu=index)
         return COMPUTE_MODE_NAMES.get(value, str(value))
 
+    def persistence_mode(self, index):
+        """Whether persistence mode is on (nvidia-persistenced turns it on while it runs)."""
+        value = self.call("reading persistence mode", self.pynvml.nvmlDeviceGetPersistenceMode,
+                          self.handle(index), gpu=index)
+        return value == self.pynvml.NVML_FEATURE_ENABLED
+
     def set_compute_mode(self, index, mode):
-        """``mode``: a COMPUTE_MODE_NAMES value such as "EXCLUSIVE_PROCESS"."""
+        """``mode``: a COMPUTE_MODE_NAMES value such as "EXCLUSIVE_PROCESS".
+
+        Without persistence mode the driver drops the GPU's settings, compute mode included,
+        when its last client leaves (nvidia-smi docs, "Persistence Mode"), so a non-default
+        mode is kept by turning persistence mode on first. Returns True when it did that.
+        """
+        handle = self.handle(index)
+        persistence_set = False
+        if mode != "DEFAULT" and not self.persistence_mode(index):
+            self.call("enabling persistence mode (so compute mode %s survives the last client)" % mode,
+                      self.pynvml.nvmlDeviceSetPersistenceMode, handle,
+                      self.pynvml.NVML_FEATURE_ENABLED, gpu=index)
+            persistence_set = True
         self.call("setting compute mode %s" % mode, self.pynvml.nvmlDeviceSetComputeMode,
-                  self.handle(index), COMPUTE_MODE_VALUES[mode], gpu=index)
+                  handle, COMPUTE_MODE_VALUES[mode], gpu=index)
+        return persistence_set
 
     def mig_mode(self, index):
         """(current, pending) as booleans, or (None, None) on a GPU without MIG."""
@@ -293,8 +338,9 @@ class Nvml:
                 mig_handle = self.call("opening MIG device %d" % slot,
                                        self.pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot, gpu=index)
             except NvmlError as exc:
-                if self.is_error(exc, "NotFound"):
-                    continue  # empty slot
+                if self.is_error(exc, "NotFound") or self.is_error(exc, "InvalidArgument"):
+                    # An empty slot: drivers answer either code (go-nvlib skips both).
+                    continue
                 raise
             gi_id = self.call("reading a MIG device's GPU instance",
                               self.pynvml.nvmlDeviceGetGpuInstanceId, mig_handle, gpu=index)
@@ -311,8 +357,7 @@ class Nvml:
         infos = []
         for enum in GPU_INSTANCE_PROFILE_ENUMS:
             try:
-                info = self.call("reading MIG profile %d" % enum,
-                                 self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, gpu=index)
+                info = self._profile_info(index, handle, enum)
             except NvmlError as exc:
                 if self.is_error(exc, "NotSupported") or self.is_error(exc, "InvalidArgument"):
                     continue  # the GPU lacks this profile
@@ -335,6 +380,17 @@ class Nvml:
             profiles[name] = GpuProfile(name, enum, info.id, info.sliceCount, info.instanceCount,
                                         int(info.memorySizeMB), self._placements(index, handle, info))
         return profiles
+
+    def _profile_info(self, index, handle, enum):
+        """Profile info v2 (with its name); drivers without ...ProfileInfoV give v1 (no name)."""
+        try:
+            return self.call("reading MIG profile %d" % enum,
+                             self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, gpu=index)
+        except NvmlError as exc:
+            if not self.is_error(exc, "FunctionNotFound"):
+                raise
+        return self.call("reading MIG profile %d" % enum,
+                         self.pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum, 1, gpu=index)
 
     def _placements(self, index, handle, info):
         buf = (self.pynvml.c_nvmlGpuInstancePlacement_t * max(info.instanceCount, 8))()
@@ -383,7 +439,7 @@ class Nvml:
     def _compute_instance_handles(self, index, gi):
         """[(compute instance handle, its profile info)] of one GPU instance."""
         handles = []
-        for enum in sorted(set(_CI_ENUM_FOR_SLICES.values())):
+        for enum in _CI_PROFILE_ENUMS:
             try:
                 info = self.call("reading compute instance profile %d" % enum,
                                  self.pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,

@@ -24,10 +24,10 @@ description:
     index and an C(error) message instead of failing the whole task.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.gpu.attributes
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
-requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the node, for GPU facts
+  - gpuprov.gpu.nvml
 attributes:
   check_mode:
     support: full
@@ -36,9 +36,6 @@ attributes:
     details: Nothing changes, so there is nothing to diff.
   facts:
     support: full
-  platform:
-    support: full
-    platforms: posix
 options:
   sysfs_root:
     description:
@@ -133,6 +130,12 @@ ansible_facts:
             compute_mode:
               description: V(DEFAULT), V(EXCLUSIVE_PROCESS) or V(PROHIBITED).
               type: str
+            persistence_mode:
+              description:
+                - Whether persistence mode is on (nvidia-persistenced turns it on). Without it the
+                  driver drops settings such as the compute mode when the last client leaves.
+                - Null when NVML cannot say.
+              type: bool
             compute_capability:
               description: CUDA compute capability.
               type: str
@@ -147,7 +150,10 @@ ansible_facts:
               description: MIG mode after the next GPU reset; null on a GPU without MIG.
               type: bool
             mig_profiles:
-              description: GPU-instance profiles NVML offers (only while MIG is enabled).
+              description:
+                - GPU-instance profiles NVML offers (only while MIG is enabled).
+                - Missing when NVML refuses to list them (not root, or a driver without the call);
+                  a warning then says why.
               type: list
               elements: dict
               returned: when MIG is enabled

@@ -33,8 +33,29 @@ description:
     C(cpuManagerPolicy) (default C(none)) or C(memoryManagerPolicy) (default C(None)) changes;
     the kubelet otherwise crash-loops. This module does not restart the kubelet or touch the
     checkpoints; the P(gpuprov.gpu.kubelet_topology#role) role does, draining the node first.
-  - The file is written atomically (temporary file in the same directory, fsync, rename) with
-    its mode and owner kept, and only when a managed value changes.
+  - Reports the same when, under the static CPU policy, the reserved CPUs
+    (C(reservedSystemCPUs), C(kubeReserved.cpu), C(systemReserved.cpu)) or the
+    C(strict-cpu-reservation) option change, and when, under the Static memory policy,
+    C(reservedMemory), the kube/system reserved memory or hugepages, or the hard eviction
+    threshold for memory change; RV(cpu_manager_state_reset_reasons) and
+    RV(memory_manager_state_reset_reasons) say why. A partial C(evictionHard) map is read as
+    the kubelet reads it, a threshold it does not name being 0.
+  - With O(config_dir) (the kubelet's C(--config-dir)), the managed keys go into
+    C(<config_dir>/50-gpuprov.conf), a KubeletConfiguration holding only those keys, and the
+    main file O(path) is only read, so that C(kubeadm upgrade) or a Kubespray run that rewrites
+    the main file does not undo them. Validation and the checkpoint resets use the merged
+    config the kubelet will run with (main file, then the drop-ins in name order). A drop-in
+    read after the file written here that sets a managed key to another value is refused,
+    naming it.
+  - With O(kubelet_version), policy options that release does not know, or knows only behind
+    a feature gate that is off, are refused. On a node with more NUMA nodes than the Topology
+    Manager allows (8, or C(max-allowable-numa-nodes)) a topology policy is refused.
+  - The file is written atomically with Ansible's C(atomic_move) (temporary file in the same
+    directory, rename; owner, mode, SELinux context and attributes kept), and only when a
+    managed value changes. A symlinked config is written through to its target and the link
+    kept. A path that is a FIFO, a device or a directory is refused without being opened; an
+    empty file or a document that is not a C(kubelet.config.k8s.io/v1beta1)
+    C(KubeletConfiguration) is refused rather than rewritten.
   - PyYAML drops comments, so a rewritten file loses the comments it had; O(backup) keeps the
     previous file. A file in kubeadm's layout otherwise keeps every unmanaged line byte for
     byte; other layouts are normalised to two-space indentation.
@@ -55,10 +76,27 @@ attributes:
 options:
   path:
     description:
-      - The kubelet config file. It must exist; this module does not create a config from
-        nothing.
+      - The kubelet config file (C(--config)). It must exist; this module does not create a
+        config from nothing.
     type: path
     default: /var/lib/kubelet/config.yaml
+  config_dir:
+    description:
+      - The kubelet's C(--config-dir). With it the managed keys are written to
+        C(<config_dir>/50-gpuprov.conf) (see O(drop_in)) and the drop-ins are merged over
+        O(path) for validation and reset detection.
+    type: path
+  drop_in:
+    description:
+      - Write the managed keys into C(<config_dir>/50-gpuprov.conf) and leave O(path)
+        untouched. Defaults to true when O(config_dir) is set. V(false) edits O(path) in place
+        and refuses when a drop-in overrides a managed key.
+    type: bool
+  kubelet_version:
+    description:
+      - The kubelet's version, such as V(1.31) or V(v1.31.2) (C(kubelet --version)). Options
+        this release refuses are errors. Unset, no version checks are made.
+    type: str
   cpu_manager_policy:
     description: C(cpuManagerPolicy). V(static) gives Guaranteed pods with integer CPU
       requests exclusive CPUs.
@@ -192,15 +230,60 @@ backup_file:
   returned: changed and not check mode and backup
   type: str
   sample: /var/lib/kubelet/config.yaml.4242.2026-01-30@10:02:11~
+path:
+  description: The file this run writes (or would write), O(path) or the drop-in in
+    O(config_dir).
+  returned: always
+  type: str
+  sample: /var/lib/kubelet/config.yaml
+created:
+  description: This run created RV(path) (a new drop-in); undoing the change removes it.
+  returned: always
+  type: bool
+kubeadm_patch:
+  description:
+    - The managed keys as a KubeletConfiguration merge patch (a removed key is null), for
+      kubeadm's C(--patches) directory as C(kubeletconfiguration+merge.yaml), so that
+      C(kubeadm upgrade node --patches DIR) writes them again.
+  returned: always
+  type: dict
+  sample: {apiVersion: kubelet.config.k8s.io/v1beta1, kind: KubeletConfiguration, cpuManagerPolicy: static}
+kubespray_variables:
+  description: The Kubespray inventory variables that keep the managed keys on a node
+    Kubespray manages, one line (variable, colon, value) each.
+  returned: always
+  type: list
+  elements: str
+  sample: ['kubelet_cpu_manager_policy: "static"']
+managed:
+  description: Each managed key (dotted path) with its value in the merged config after the
+    change; null when unset. Used to write a kubeadm C(kubeletconfiguration) patch.
+  returned: always
+  type: dict
+  sample: {cpuManagerPolicy: static, reservedSystemCPUs: "0,4"}
+cpu_manager_state_reset_reasons:
+  description: Why C(cpu_manager_state) must be deleted; empty when it need not.
+  returned: always
+  type: list
+  elements: str
+  sample: ["reservedSystemCPUs changes under the static CPU policy"]
+memory_manager_state_reset_reasons:
+  description: Why C(memory_manager_state) must be deleted; empty when it need not.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 cpu_manager_state_reset_required:
-  description: The effective cpuManagerPolicy changes, so C(cpu_manager_state) in the kubelet's
-    root directory must be deleted while the kubelet is stopped.
+  description: The CPU manager checkpoint contradicts the new config (see
+    RV(cpu_manager_state_reset_reasons)), so C(cpu_manager_state) in the kubelet's root
+    directory must be deleted while the kubelet is stopped.
   returned: always
   type: bool
   sample: true
 memory_manager_state_reset_required:
-  description: The effective memoryManagerPolicy changes, so C(memory_manager_state) must be
-    deleted while the kubelet is stopped.
+  description: The memory manager checkpoint contradicts the new config (see
+    RV(memory_manager_state_reset_reasons)), so C(memory_manager_state) must be deleted while
+    the kubelet is stopped.
   returned: always
   type: bool
   sample: false
@@ -229,8 +312,6 @@ diff:
       type: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
@@ -246,11 +327,20 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     plan_change,
     write_file_atomic,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import (
+    kubespray_advice,
+)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.versions import (
+    parse_kubelet_version,
+)
 
 
 def argument_spec():
     return dict(
         path=dict(type="path", default=DEFAULT_CONFIG_PATH),
+        config_dir=dict(type="path"),
+        drop_in=dict(type="bool"),
+        kubelet_version=dict(type="str"),
         cpu_manager_policy=dict(type="str", choices=list(CPU_MANAGER_POLICIES)),
         cpu_manager_policy_options=dict(type="dict"),
         cpu_manager_reconcile_period=dict(type="str"),
@@ -279,34 +369,49 @@ def main():
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR)
 
     path = module.params["path"]
-    if os.path.isdir(path):
-        module.fail_json(msg="path %s is a directory; give the kubelet config file (the "
-                             "kubelet's --config argument)" % path)
+    version = None
+    if module.params["kubelet_version"]:
+        try:
+            version = parse_kubelet_version(module.params["kubelet_version"])
+        except ValueError as exc:
+            module.fail_json(msg="kubelet_version: %s" % exc)
 
     settings = KubeletSettings.from_params(module.params)
     try:
-        plan = plan_change(path, settings, sysfs_root=module.params["sysfs_root"])
+        plan = plan_change(path, settings, sysfs_root=module.params["sysfs_root"],
+                           config_dir=module.params["config_dir"],
+                           drop_in=module.params["drop_in"], kubelet_version=version)
     except KubeletConfigError as exc:
         module.fail_json(msg=str(exc), errors=exc.errors)
 
     result = dict(
         changed=plan.changed,
+        path=plan.path,
+        created=plan.created and plan.changed,
+        kubeadm_patch=plan.kubeadm_patch(),
+        kubespray_variables=kubespray_advice(plan.managed),
         changed_keys=plan.changed_keys,
+        managed=plan.managed,
         cpu_manager_state_reset_required=plan.cpu_manager_state_reset_required,
         memory_manager_state_reset_required=plan.memory_manager_state_reset_required,
+        cpu_manager_state_reset_reasons=plan.cpu_manager_state_reset_reasons,
+        memory_manager_state_reset_reasons=plan.memory_manager_state_reset_reasons,
         reserved_system_cpus=plan.reserved_system_cpus,
     )
     if plan.changed and module._diff:
         result["diff"] = dict(before=plan.before, after=plan.after,
-                              before_header=path, after_header=path)
+                              before_header=plan.path, after_header=plan.path)
 
     if plan.changed and not module.check_mode:
         try:
-            backup_file = write_file_atomic(path, plan.after, backup=module.params["backup"])
-        except (IOError, OSError) as exc:
+            backup_file = write_file_atomic(plan.path, plan.after,
+                                            backup=module.params["backup"],
+                                            atomic_move=module.atomic_move)
+        except Exception as exc:  # atomic_move raises a bare Exception; OSError otherwise
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
             module.fail_json(
                 msg="could not write kubelet config %s: %s; the file is unchanged" % (
-                    path, exc.strerror or exc),
+                    plan.path, getattr(cause, "strerror", None) or cause),
                 **dict((k, v) for k, v in result.items() if k != "changed"))
         if backup_file:
             result["backup_file"] = backup_file

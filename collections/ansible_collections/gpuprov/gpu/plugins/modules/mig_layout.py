@@ -29,9 +29,12 @@ description:
   - MIG mode must already be enabled on every selected GPU (see M(gpuprov.gpu.mig_mode)).
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.gpu.attributes
   - ansible.builtin.action_common_attributes
+  - gpuprov.gpu.attributes
+  - gpuprov.gpu.nvml
+  - gpuprov.gpu.gpus.layout
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the node
   - root privileges on the node
 attributes:
   check_mode:
@@ -39,17 +42,7 @@ attributes:
     details: Returns the per-GPU plan (kept, destroyed, created) without touching the GPUs.
   diff_mode:
     support: full
-  platform:
-    support: full
-    platforms: posix
 options:
-  gpus:
-    description:
-      - GPU indices to configure with O(layout) or O(instances), or V(all) (the default).
-      - V(all) skips GPUs without MIG support; naming such a GPU is an error.
-      - Not used with O(devices), which names its GPUs itself.
-    type: list
-    elements: str
   layout:
     description:
       - Profile name to count, for example one V(3g.40gb), one V(2g.20gb) and two

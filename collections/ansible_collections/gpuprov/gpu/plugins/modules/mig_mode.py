@@ -26,9 +26,12 @@ description:
     result still lists what was done on the earlier ones.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
+  - gpuprov.gpu.attributes
   - ansible.builtin.action_common_attributes
+  - gpuprov.gpu.attributes
+  - gpuprov.gpu.nvml
+  - gpuprov.gpu.gpus
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the node
   - root privileges on the node
 attributes:
   check_mode:
@@ -36,23 +39,12 @@ attributes:
     details: Predicts the outcome; on Ampere (compute capability 8.x) it predicts a pending change.
   diff_mode:
     support: full
-  platform:
-    support: full
-    platforms: posix
 options:
   state:
     description: The MIG mode wanted.
     type: str
     choices: [enabled, disabled]
     required: true
-  gpus:
-    description:
-      - GPU indices to change, or V(all).
-      - V(all) skips GPUs without MIG support (reported in RV(skipped_gpus)), as mig-parted does
-        for C(devices) V(all); naming such a GPU by index is an error.
-    type: list
-    elements: str
-    default: [all]
   ignore_processes:
     description:
       - Change the mode even though compute processes run on the GPU. The driver keeps the
@@ -70,7 +62,10 @@ notes:
   - GPU/compute instances never survive a reset or reboot; Hopper and later GPUs also lose
     MIG mode on reboot or driver reload, Ampere keeps it.
   - In a VM with GPU passthrough the guest cannot reset the GPU; RV(gpus[].activation_status)
-    reads C(NVML_ERROR_RESET_REQUIRED) and the VM must be rebooted.
+    reads C(NVML_ERROR_RESET_REQUIRED) or C(NVML_ERROR_NOT_SUPPORTED), no reset is tried, and the
+    VM must be rebooted.
+  - The module shuts its NVML session down before it runs C(nvidia-smi -r), because the driver
+    refuses a reset while any NVML client, the caller included, has the GPU open.
 seealso:
   - module: gpuprov.gpu.gpu_facts
   - module: gpuprov.gpu.mig_layout
@@ -153,13 +148,15 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_manager import (
     MigError,
     apply_mode,
     describe_gpu,
+    needs_vm_reboot,
     plan_mode,
     predicted_after,
     select_gpus,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml, NvmlError, NvmlUnavailable
 
-_STATUS_NAMES = {0: "NVML_SUCCESS", 16: "NVML_ERROR_RESET_REQUIRED", 19: "NVML_ERROR_IN_USE"}
+_STATUS_NAMES = {0: "NVML_SUCCESS", 3: "NVML_ERROR_NOT_SUPPORTED", 16: "NVML_ERROR_RESET_REQUIRED",
+                 19: "NVML_ERROR_IN_USE"}
 
 
 def _mode_text(current, pending):
@@ -177,21 +174,51 @@ class MigModeManager:
         self.skipped = []
 
     def run(self):
+        to_reset = []
         with Nvml() as nvml:
             selected, self.skipped = select_gpus(nvml, self.module.params["gpus"])
             # Check every GPU before touching any.
             plans = [(plan_mode(nvml, index, info, mode, self.enabled, self.module.params["ignore_processes"]), info)
                      for index, info, mode in selected]
             for plan, info in plans:
-                self.results.append(self._converge(nvml, plan, info))
+                result, needs_reset = self._converge(nvml, plan, info)
+                self.results.append(result)
+                if needs_reset:
+                    to_reset.append((result, info))
+        if not to_reset:
+            return
+        # The driver refuses a reset while any NVML client has the GPU open, this process
+        # included: the session above is shut down before nvidia-smi -r runs.
+        failure = None
+        for result, info in to_reset:
+            try:
+                self._reset(info)
+            except MigError as exc:
+                failure = failure or exc
+                continue
+            result["reset_done"] = result["changed"] = True
+        # A reset can renumber device handles: read the modes in a fresh NVML session.
+        with Nvml() as nvml:
+            for result, _info in to_reset:
+                current, pending = nvml.mig_mode(result["index"])
+                self._finish(result, current, pending)
+        if failure is not None:
+            raise failure
+
+    def _finish(self, result, current, pending):
+        result["after"] = {"current": current, "pending": pending}
+        result["pending"] = current != self.enabled
+        result["reset_required"] = result["pending"] and pending == self.enabled
 
     def _converge(self, nvml, plan, info):
+        """Set the mode on one GPU; returns (result, whether it still needs a reset)."""
         index = plan["index"]
         result = {"index": index, "name": plan["name"], "pci_bus_id": plan["pci_bus_id"],
                   "before": plan["before"], "changed": False, "reset_done": False,
                   "activation_status": None, "processes": plan["processes"],
                   "destroyed_instances": [{"profile": gi.profile, "placement": {"start": gi.start, "size": gi.size}}
                                           for gi in plan["destroy_instances"]]}
+        needs_reset = False
         if self.module.check_mode:
             current, pending = predicted_after(plan, self.enabled, info["compute_capability"])
             result["changed"] = plan["set_mode"] or bool(plan["destroy_instances"])
@@ -206,21 +233,10 @@ class MigModeManager:
             if status is not None:
                 result["activation_status"] = _STATUS_NAMES.get(status, "NVML error %d" % status)
             current, pending = nvml.mig_mode(index)
-            if current != self.enabled and self.module.params["reset"] and status != 16:
-                try:
-                    self._reset(info)
-                except MigError:
-                    # Report what this GPU holds now alongside the failure.
-                    result["after"] = dict(zip(("current", "pending"), nvml.mig_mode(index)))
-                    result["pending"] = result["reset_required"] = True
-                    self.results.append(result)
-                    raise
-                result["reset_done"] = result["changed"] = True
-                current, pending = self._read_mode_after_reset(index)
-        result["after"] = {"current": current, "pending": pending}
-        result["pending"] = current != self.enabled
-        result["reset_required"] = result["pending"] and pending == self.enabled
-        return result
+            needs_reset = (current != self.enabled and pending == self.enabled and self.module.params["reset"]
+                           and not needs_vm_reboot(status))
+        self._finish(result, current, pending)
+        return result, needs_reset
 
     def _reset(self, info):
         smi = self.module.get_bin_path("nvidia-smi", required=True)
@@ -228,14 +244,9 @@ class MigModeManager:
         if rc != 0:
             raise MigError("%s: the GPU reset (nvidia-smi -r -i %s) failed with rc=%d: %s. The MIG mode change is "
                            "still pending; stop whatever holds the GPU (CUDA processes, nvidia-persistenced, DCGM, "
-                           "the device plugin) and reset again, or reboot the node"
-                           % (describe_gpu(info), info["pci_bus_id"], rc, (err or out).strip()), gpu=info["index"])
-
-    @staticmethod
-    def _read_mode_after_reset(index):
-        # A reset can renumber device handles: read the mode in a fresh NVML session.
-        with Nvml() as nvml:
-            return nvml.mig_mode(index)
+                           "the device plugin; the gpuprov.gpu.gpu_mig role does this) and reset again, or reboot "
+                           "the node" % (describe_gpu(info), info["pci_bus_id"], rc, (err or out).strip()),
+                           gpu=info["index"])
 
     def diff(self):
         before, after = [], []
@@ -276,7 +287,8 @@ def main():
         if res["reset_required"]:
             module.warn("GPU %d (%s): the MIG mode change is pending until the GPU is reset%s"
                         % (res["index"], res["name"],
-                           "; the VM must be rebooted" if res["activation_status"] == "NVML_ERROR_RESET_REQUIRED"
+                           "; the GPU cannot be reset from this VM (GPU passthrough): reboot the VM"
+                           if res["activation_status"] in ("NVML_ERROR_RESET_REQUIRED", "NVML_ERROR_NOT_SUPPORTED")
                            else " (set reset: true, or run nvidia-smi -r -i %s)" % res["pci_bus_id"]))
     module.exit_json(**result)
 

@@ -38,19 +38,18 @@ description:
     undone (directories it created stay), and the message says what could not be undone.
 author: gpuprov maintainers (@gpuprov)
 requirements:
-  - nvidia-ml-py (pynvml) and the NVIDIA driver on the node
   - nvidia-cuda-mps-control on the PATH
 extends_documentation_fragment:
+  - gpuprov.gpu.attributes
   - ansible.builtin.action_common_attributes
+  - gpuprov.gpu.attributes
+  - gpuprov.gpu.nvml
 attributes:
   check_mode:
     support: full
     details: Reports what would change, including the limits a new daemon would get.
   diff_mode:
     support: full
-  platform:
-    support: full
-    platforms: posix
 options:
   state:
     description:

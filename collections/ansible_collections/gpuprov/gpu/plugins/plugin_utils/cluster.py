@@ -225,6 +225,34 @@ def deep_merge(base, extra):
     return result
 
 
+# Node label that keeps every GPU operand gpuprov deploys off a node while its MIG layout
+# changes: a GPU reset fails while the device plugin or GFD hold the GPU open, and a drain
+# with ignore_daemonsets leaves them running. The gpu_mig role sets it, waits for the pods to
+# go, changes MIG and removes it again. (The GPU Operator has its own per-operand labels,
+# nvidia.com/gpu.deploy.<operand>=paused-for-mig-change; see docs/cluster-side.md.)
+GPU_OPERANDS_PAUSE_LABEL = "gpuprov.io/gpu-operands"
+GPU_OPERANDS_PAUSED = "paused"
+
+# The device-plugin chart's default required node affinity (values.yaml of 0.20.0): NVIDIA
+# PCI devices found by NFD, an NVIDIA CPU (Tegra), or nvidia.com/gpu.present=true. Setting
+# ``affinity`` replaces it, so it is repeated here with the pause rule added to every term.
+_DEVICE_PLUGIN_NODE_TERMS = (
+    ("feature.node.kubernetes.io/pci-10de.present", "true"),
+    ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
+    ("nvidia.com/gpu.present", "true"),
+)
+
+
+def gpu_operand_affinity(terms=_DEVICE_PLUGIN_NODE_TERMS):
+    """Required node affinity for a GPU DaemonSet: its usual node terms, each ANDed with
+    "not paused" (terms are ORed, expressions inside one term ANDed; NotIn also matches a
+    node without the label). Every GPU DaemonSet gpuprov deploys takes this."""
+    pause = {"key": GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [GPU_OPERANDS_PAUSED]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}, dict(pause)]}
+        for key, value in terms]}}}
+
+
 def needs_cpu_manager_compat(nodes):
     """True when a node runs the static CPU manager.
 
@@ -255,6 +283,10 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
         # A config change changes the pod template, so the DaemonSet rolls and the plugin
         # rereads its configs.
         "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(data)},
+        # The chart gives this affinity to the device plugin, GFD and MPS control daemon
+        # DaemonSets (templates/daemonset-*.yml use .Values.affinity), so all leave a node
+        # labelled gpuprov.io/gpu-operands=paused before its MIG layout changes.
+        "affinity": gpu_operand_affinity(),
     }
     if compat_with_cpu_manager not in ("auto", "always", "never"):
         raise ClusterRenderError(["compat_with_cpu_manager must be auto, always or never, got %r"
@@ -302,6 +334,8 @@ def nfd_values(image_repository=None, image_tag=None, image_pull_secrets=(), ext
             "config": {"sources": {"pci": {"deviceLabelFields": ["vendor"]}}},
             # GPU nodes are often tainted; NFD must still label them.
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            # No pause affinity: nfd-worker reads PCI ids from sysfs and never opens a GPU, so
+            # it does not block a reset, and the node keeps its labels during a MIG change.
         },
     }
     _set_image(values, image_repository, image_tag, image_pull_secrets)

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import shutil
 import stat
@@ -34,37 +35,58 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
-def write_file_atomic(path, text, backup=True):
+def write_file_atomic(path, text, backup=True, atomic_move=None, create_mode=0o644):
     """Replace ``path`` with ``text`` atomically, keeping its mode and owner.
 
-    The new content goes to a temporary file in the same directory, is fsynced, and is renamed
-    over ``path`` with ``os.replace``; a failure at any step removes the temporary file and
-    leaves ``path`` as it was. With ``backup`` the old content is first copied to
-    ``backup_path_for(path)``.
+    A symlink at ``path`` is written through: its target gets the new content and the link
+    stays (kubelet configs managed by other tools are often links). A path that exists but is
+    not a regular file (a FIFO, a device) is refused. A missing ``path`` is created with
+    ``create_mode``.
+
+    The new content goes to a temporary file in the target's directory, is fsynced, and is
+    moved over the target. With ``atomic_move`` (Ansible's ``AnsibleModule.atomic_move``) the
+    move keeps the target's owner, mode, SELinux context and attributes; without it,
+    ``os.replace`` after copying mode and owner. A failure at any step removes the temporary
+    file and leaves the target as it was. With ``backup`` the old content is first copied to
+    ``backup_path_for(target)``.
 
     :returns: the backup file's path, or None.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    current = os.stat(path)
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target)
+    try:
+        current = os.stat(target)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+        current = None
+    if current is not None and not stat.S_ISREG(current.st_mode):
+        raise OSError(errno.EINVAL, "%s is not a regular file; refusing to replace it" % target)
     backup_file = None
-    if backup:
-        backup_file = backup_path_for(path)
-        shutil.copy2(path, backup_file)
+    if backup and current is not None:
+        backup_file = backup_path_for(target)
+        shutil.copy2(target, backup_file)
         with open(backup_file, "rb") as handle:
             os.fsync(handle.fileno())
 
-    fd, tmp_path = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp",
+    fd, tmp_path = tempfile.mkstemp(prefix=".%s." % os.path.basename(target), suffix=".tmp",
                                     dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp_path, stat.S_IMODE(current.st_mode))
-        tmp_stat = os.stat(tmp_path)
-        if (tmp_stat.st_uid, tmp_stat.st_gid) != (current.st_uid, current.st_gid):
-            os.chown(tmp_path, current.st_uid, current.st_gid)
-        os.replace(tmp_path, path)
+        if current is None:
+            os.chmod(tmp_path, create_mode)
+        if atomic_move is not None:
+            atomic_move(tmp_path, target)
+        else:
+            if current is not None:
+                os.chmod(tmp_path, stat.S_IMODE(current.st_mode))
+                tmp_stat = os.stat(tmp_path)
+                if (tmp_stat.st_uid, tmp_stat.st_gid) != (current.st_uid, current.st_gid):
+                    os.chown(tmp_path, current.st_uid, current.st_gid)
+            os.replace(tmp_path, target)
     except BaseException:
         try:
             os.unlink(tmp_path)

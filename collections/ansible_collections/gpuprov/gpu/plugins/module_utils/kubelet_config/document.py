@@ -77,6 +77,10 @@ def node_value(node):
         loader.dispose()
 
 
+KUBELET_CONFIG_KIND = "KubeletConfiguration"
+KUBELET_CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
+
+
 class KubeletConfigDocument(object):
     """A KubeletConfiguration file held as a PyYAML node graph."""
 
@@ -95,6 +99,22 @@ class KubeletConfigDocument(object):
                     path, type(root).__name__.replace("Node", "").lower()))
         self.root = root
         self.explicit_start = _starts_with_document_marker(text)
+
+    def require_kubelet_configuration(self):
+        """Refuse a file that is not a KubeletConfiguration: rewriting an empty file or another
+        kind of document would leave the kubelet a config without ``apiVersion``/``kind``,
+        which it refuses to load."""
+        if not self.root.value:
+            raise KubeletConfigError(
+                "%s is empty, not a KubeletConfiguration: refusing to write a config without "
+                "apiVersion and kind (restore the kubelet's config first)" % self.path)
+        kind = self.get(("kind",))
+        api_version = self.get(("apiVersion",))
+        if kind != KUBELET_CONFIG_KIND or api_version != KUBELET_CONFIG_API_VERSION:
+            raise KubeletConfigError(
+                "%s is not a KubeletConfiguration (found apiVersion %r, kind %r; expected "
+                "apiVersion %s, kind %s)" % (self.path, api_version, kind,
+                                             KUBELET_CONFIG_API_VERSION, KUBELET_CONFIG_KIND))
 
     # -- reading
 

@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
+import os
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     CpusetError,
@@ -19,11 +19,29 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     format_cpuset,
     parse_cpuset,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.document import HAS_YAML, KubeletConfigDocument
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.checkpoints import (
+    cpu_manager_reset_reasons,
+    memory_manager_reset_reasons,
+)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.document import (
+    HAS_YAML,
+    KUBELET_CONFIG_API_VERSION,
+    KUBELET_CONFIG_KIND,
+    KubeletConfigDocument,
+)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.layers import (
+    DROP_IN_NAME,
+    EMPTY_DROP_IN,
+    drop_in_paths,
+    merge_layer,
+    read_regular_text,
+    sets_key,
+)
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.errors import KubeletConfigError
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import AUTO, DEFAULT_CPU_MANAGER_POLICY, DEFAULT_MEMORY_MANAGER_POLICY
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import AUTO
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.settings import normalise_option_map, reserved_memory_entries, settings_error
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.validation import NodeTopology, validate_config
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.versions import config_dir_error, version_errors
 
 
 # Sentinel: the managed key is to be removed from the file.
@@ -31,38 +49,50 @@ REMOVE = object()
 
 
 class KubeletConfigPlan(object):
-    """What applying a set of settings to one config file does."""
+    """What applying a set of settings does to the file gpuprov writes (the main config, or
+    its drop-in in ``--config-dir``)."""
 
-    def __init__(self, path, before, after, changed_keys, cpu_reset, memory_reset,
-                 reserved_system_cpus):
+    def __init__(self, path, before, after, changed_keys, cpu_reasons, memory_reasons,
+                 reserved_system_cpus, created=False, managed=None):
         self.path = path
         self.before = before
         self.after = after
         self.changed_keys = changed_keys
-        self.cpu_manager_state_reset_required = cpu_reset
-        self.memory_manager_state_reset_required = memory_reset
+        self.cpu_manager_state_reset_reasons = cpu_reasons
+        self.memory_manager_state_reset_reasons = memory_reasons
         self.reserved_system_cpus = reserved_system_cpus
+        self.created = created
+        # Managed key path -> value in the effective config after the change (None: unset).
+        self.managed = managed or {}
+
+    @property
+    def cpu_manager_state_reset_required(self):
+        return bool(self.cpu_manager_state_reset_reasons)
+
+    @property
+    def memory_manager_state_reset_required(self):
+        return bool(self.memory_manager_state_reset_reasons)
 
     @property
     def changed(self):
         return bool(self.changed_keys)
 
+    def kubeadm_patch(self):
+        """The managed keys as a KubeletConfiguration merge patch (RFC 7386: null removes a
+        key), in the form kubeadm's ``--patches`` directory takes for the
+        ``kubeletconfiguration`` target (kubeadm 1.25 and newer)."""
+        patch = {"apiVersion": KUBELET_CONFIG_API_VERSION, "kind": KUBELET_CONFIG_KIND}
+        for dotted in sorted(self.managed):
+            node = patch
+            keys = dotted.split(".")
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = self.managed[dotted]
+        return patch
+
 
 def read_config_text(path):
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except (IOError, OSError) as exc:
-        if exc.errno == errno.ENOENT:
-            raise KubeletConfigError(
-                "kubelet config %s does not exist: configure the kubelet first (kubeadm join "
-                "or kubespray writes it) or set path to the file the kubelet reads with "
-                "--config" % path)
-        raise KubeletConfigError("cannot read kubelet config %s: %s" % (path, exc.strerror))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise KubeletConfigError("kubelet config %s is not UTF-8 text: %s" % (path, exc))
+    return read_regular_text(path)
 
 
 def _desired_values(settings, document, topology):
@@ -140,43 +170,123 @@ def _desired_reserved_cpus(requested, document, topology):
     return format_cpuset(cpus)
 
 
-def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None):
+def _value_at(config, key_path):
+    for key in key_path:
+        config = config.get(key) if isinstance(config, dict) else None
+    return config
+
+
+def _load(path, text=None, what="kubelet config"):
+    document = KubeletConfigDocument(read_regular_text(path, what) if text is None else text,
+                                     path)
+    document.require_kubelet_configuration()
+    return document
+
+
+def _effective(main, drop_ins):
+    config = main
+    for _path, layer in drop_ins:
+        config = merge_layer(config, layer)
+    return config
+
+
+def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config_dir=None,
+                drop_in=None, kubelet_version=None):
     """Work out the new config text for ``settings`` without writing anything.
 
-    :raises KubeletConfigError: the file is unreadable, or the config after the change is one
-        the kubelet would reject (``errors`` holds one line per field).
+    :arg path: the kubelet's main config (``--config``).
+    :arg config_dir: the kubelet's ``--config-dir``, if it has one. Its drop-ins are merged
+        over the main file to get the config the kubelet really runs with.
+    :arg drop_in: write the managed keys into ``<config_dir>/50-gpuprov.conf`` (the default
+        when ``config_dir`` is given) instead of editing ``path``, which is then only read.
+    :arg kubelet_version: ``(1, minor)``; options this release refuses are errors.
+    :raises KubeletConfigError: a file is unreadable or not a KubeletConfiguration, a later
+        layer overrides a managed key, or the effective config after the change is one the
+        kubelet would reject (``errors`` holds one line per field).
     """
     if not HAS_YAML:
         raise KubeletConfigError("PyYAML is required to edit %s" % path)
-    if text is None:
-        text = read_config_text(path)
-    document = KubeletConfigDocument(text, path)
-    topology = NodeTopology(sysfs_root)
-    before = document.as_dict()
-    if not isinstance(before, dict):
-        raise KubeletConfigError("%s must hold a KubeletConfiguration mapping" % path)
+    if drop_in is None:
+        drop_in = config_dir is not None
+    if drop_in and config_dir is None:
+        raise KubeletConfigError("drop_in needs config_dir, the kubelet's --config-dir")
+    main_document = _load(path, text)
 
-    desired, errors = _desired_values(settings, document, topology)
+    target_path = path
+    target = main_document
+    created = False
+    layers = []  # (path, dict) of the drop-ins, in the kubelet's order
+    if config_dir is not None:
+        if drop_in and kubelet_version is not None:
+            refusal = config_dir_error(kubelet_version)
+            if refusal:
+                raise KubeletConfigError(refusal, [refusal])
+        target_path = os.path.join(config_dir, DROP_IN_NAME)
+        for layer_path in drop_in_paths(config_dir):
+            if drop_in and layer_path == target_path:
+                continue
+            layers.append((layer_path, _load(layer_path, what="kubelet drop-in").as_dict()))
+        if drop_in:
+            if os.path.lexists(target_path):
+                target = _load(target_path, what="kubelet drop-in")
+            else:
+                target = KubeletConfigDocument(EMPTY_DROP_IN, target_path)
+                created = True
+        else:
+            target_path = path
+
+    def effective(target_dict):
+        if target is main_document:
+            return _effective(target_dict, layers)
+        before_ours = [(p, c) for p, c in layers if os.path.basename(p) < DROP_IN_NAME]
+        after_ours = [(p, c) for p, c in layers if os.path.basename(p) >= DROP_IN_NAME]
+        return _effective(main_document.as_dict(),
+                          before_ours + [(target_path, target_dict)] + after_ours)
+
+    topology = NodeTopology(sysfs_root)
+    original_text = target.original_text
+    before = effective(target.as_dict())
+
+    desired, errors = _desired_values(settings, target, topology)
     changed_keys = []
     for key_path, value in desired:
         if value is REMOVE:
-            changed = document.remove(key_path)
+            changed = target.remove(key_path)
         else:
-            changed = document.set(key_path, value)
+            changed = target.set(key_path, value)
         if changed:
             changed_keys.append(".".join(key_path))
+    after = effective(target.as_dict())
 
-    after = document.as_dict()
+    # A layer the kubelet reads after the file written here would win over it.
+    for layer_path, layer in layers:
+        if target is not main_document and os.path.basename(layer_path) < DROP_IN_NAME:
+            continue
+        for key_path, value in desired:
+            if sets_key(layer, key_path) and (value is REMOVE
+                                              or _value_at(layer, key_path) != value):
+                errors.append(
+                    "%s: %s sets %s, which overrides the value gpuprov manages in %s (the "
+                    "kubelet merges drop-ins over the main config, in name order); remove it "
+                    "there" % (".".join(key_path), layer_path, ".".join(key_path), target_path))
+
     errors.extend(validate_config(after, topology))
+    if kubelet_version is not None:
+        errors.extend(version_errors(after, kubelet_version))
     if errors:
         raise KubeletConfigError(
-            "%s would not be a config the kubelet accepts: %s" % (path, "; ".join(errors)),
-            errors)
+            "%s would not be a config the kubelet accepts: %s" % (
+                target_path, "; ".join(errors)), errors)
 
-    cpu_reset = (before.get("cpuManagerPolicy", DEFAULT_CPU_MANAGER_POLICY)
-                 != after.get("cpuManagerPolicy", DEFAULT_CPU_MANAGER_POLICY))
-    memory_reset = (before.get("memoryManagerPolicy", DEFAULT_MEMORY_MANAGER_POLICY)
-                    != after.get("memoryManagerPolicy", DEFAULT_MEMORY_MANAGER_POLICY))
-    after_text = document.render() if changed_keys else text
-    return KubeletConfigPlan(path, text, after_text, changed_keys, cpu_reset, memory_reset,
-                             after.get("reservedSystemCPUs"))
+    managed = {}
+    for key_path, _value in desired:
+        managed[".".join(key_path)] = _value_at(after, key_path)
+    if created and changed_keys:
+        after_text = target.render()
+    else:
+        after_text = target.render() if changed_keys else original_text
+    return KubeletConfigPlan(target_path, "" if created else original_text, after_text,
+                             changed_keys, cpu_manager_reset_reasons(before, after),
+                             memory_manager_reset_reasons(before, after),
+                             after.get("reservedSystemCPUs"), created=created,
+                             managed=managed)

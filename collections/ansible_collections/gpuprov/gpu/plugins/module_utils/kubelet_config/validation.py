@@ -180,14 +180,33 @@ def _check_cpu_manager(config, topology, errors):
             "kubereserved.cpu to be greater than zero\")")
 
 
-def _eviction_hard_memory(config, topology, errors):
+def effective_eviction_hard_memory(config):
+    """``evictionHard["memory.available"]`` as the kubelet uses it, as the string in the file.
+
+    Without an ``evictionHard`` map the kubelet's defaults apply (``memory.available: 100Mi``).
+    A map that is present replaces the defaults as a whole: a threshold it does not name is 0
+    (issue 20; the kubelet's v1beta1 defaulting sets ``evictionHard`` only when it is nil, so
+    ``evictionHard: {nodefs.available: 10%}`` leaves memory without a threshold). With
+    ``mergeDefaultEvictionSettings: true`` (newer kubelets) the missing thresholds take their
+    defaults instead. UNVERIFIED: the release that added that field.
+    """
     eviction = config.get("evictionHard")
     if eviction is None:
-        eviction = {}
+        return DEFAULT_EVICTION_HARD_MEMORY
     if not isinstance(eviction, dict):
+        return eviction
+    if "memory.available" in eviction:
+        return eviction["memory.available"]
+    if config.get("mergeDefaultEvictionSettings") is True:
+        return DEFAULT_EVICTION_HARD_MEMORY
+    return "0"
+
+
+def _eviction_hard_memory(config, topology, errors):
+    if not isinstance(config.get("evictionHard", {}), dict):
         errors.append("evictionHard: must be a map such as {memory.available: 100Mi}")
         return Fraction(0)
-    value = eviction.get("memory.available", DEFAULT_EVICTION_HARD_MEMORY)
+    value = effective_eviction_hard_memory(config)
     field = "evictionHard.memory.available"
     if isinstance(value, str) and value.endswith("%"):
         try:
@@ -287,11 +306,40 @@ def _check_memory_manager(config, topology, errors):
                           % (resource, format_k8s_bytes(have), source, format_k8s_bytes(want)))
 
 
-def _check_topology_manager(config, errors):
+def _check_topology_manager(config, topology, errors):
     _check_enum(config, "topologyManagerPolicy", TOPOLOGY_MANAGER_POLICIES, errors)
     _check_enum(config, "topologyManagerScope", TOPOLOGY_MANAGER_SCOPES, errors)
     _check_option_map(config, "topologyManagerPolicyOptions", TOPOLOGY_MANAGER_POLICY_OPTIONS,
                       errors)
+    _check_numa_node_limit(config, topology, errors)
+
+
+def _check_numa_node_limit(config, topology, errors):
+    """The Topology Manager refuses to start on a node with more NUMA nodes than it allows
+    (8, or ``max-allowable-numa-nodes``): the kubelet exits with "unsupported on machines with
+    more than 8 NUMA Nodes" (topology-manager.md; pkg/kubelet/cm/topologymanager). It is
+    checked here for every policy but none; UNVERIFIED that best-effort and restricted are
+    refused too, single-numa-node certainly is."""
+    policy = config.get("topologyManagerPolicy", "none")
+    if policy in (None, "none") or policy not in TOPOLOGY_MANAGER_POLICIES:
+        return
+    limit = MAX_ALLOWABLE_NUMA_NODES_DEFAULT
+    options = config.get("topologyManagerPolicyOptions")
+    if isinstance(options, dict):
+        value = options.get("max-allowable-numa-nodes")
+        if isinstance(value, str) and re.match(r"^[+-]?\d+$", value):
+            limit = max(limit, int(value))
+    try:
+        count = len(topology.cpus.numa_nodes)
+    except SysfsError as exc:
+        errors.append("topologyManagerPolicy: cannot count this node's NUMA nodes: %s" % exc)
+        return
+    if count > limit:
+        errors.append(
+            "topologyManagerPolicy: %s needs the Topology Manager, which the kubelet refuses "
+            "on a node with more than %d NUMA nodes; this node has %d (set "
+            "topologyManagerPolicyOptions max-allowable-numa-nodes to %d or more, on a kubelet "
+            "that supports it)" % (policy, limit, count, count))
 
 
 def validate_config(config, topology):
@@ -303,7 +351,7 @@ def validate_config(config, topology):
     """
     errors = []
     _check_cpu_manager(config, topology, errors)
-    _check_topology_manager(config, errors)
+    _check_topology_manager(config, topology, errors)
     _check_memory_manager(config, topology, errors)
     # A malformed kubeReserved/systemReserved map is found by more than one check.
     return [error for index, error in enumerate(errors) if error not in errors[:index]]

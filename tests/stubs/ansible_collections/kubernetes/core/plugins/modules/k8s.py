@@ -88,6 +88,7 @@ def main():
     changed = after != before
     if changed and not module.check_mode:
         node["labels"] = after
+        fake_cluster.evict_daemon_pods(state, metadata["name"])
         fake_cluster.save(state)
     result = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": metadata["name"], "labels": after}}
     module.exit_json(changed=changed, method="patch", result=result,

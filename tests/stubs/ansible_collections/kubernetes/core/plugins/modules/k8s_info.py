@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Test stand-in for kubernetes.core.k8s_info: Nodes and DaemonSets (see the collection README).
+# Test stand-in for kubernetes.core.k8s_info: Nodes, DaemonSets and Pods (see the collection README).
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -35,7 +35,8 @@ def main():
         for name, node in sorted(state["nodes"].items()):
             if params["name"] in (None, name):
                 resources.append({"apiVersion": "v1", "kind": "Node",
-                                  "metadata": {"name": name, "labels": node.get("labels") or {}}})
+                                  "metadata": {"name": name, "labels": node.get("labels") or {}},
+                                  "status": {"allocatable": node.get("allocatable") or {}}})
     elif params["kind"] == "DaemonSet":
         for key, daemonset in sorted(state["daemonsets"].items()):
             namespace, name = key.split("/", 1)
@@ -50,6 +51,9 @@ def main():
     elif params["kind"] == "CustomResourceDefinition":
         # A missing CRD is an empty list, not an error (kubernetes.core k8s_info).
         resources = fake_cluster.crd_resources(state, params["name"])
+    elif params["kind"] == "Pod":
+        resources = fake_cluster.list_pods(module, state, params["namespace"], params["label_selectors"],
+                                           params["field_selectors"])
     else:
         module.fail_json(msg="fake cluster: kind %s is not implemented" % params["kind"])
     module.exit_json(changed=False, resources=resources, api_found=True)

@@ -43,6 +43,7 @@ class FakeNode:
         self.state_path = str(tmp_path / "nvml-state.json")
         self.call_log = str(tmp_path / "calls.log")
         self.sysfs = str(tmp_path / "sys")
+        self._monkeypatch = monkeypatch
         monkeypatch.setenv(pynvml.STATE_ENV, self.state_path)
         monkeypatch.setenv("GPUPROV_FAKE_CALL_LOG", self.call_log)
         monkeypatch.setenv("PATH", os.path.join(FAKES, "bin") + os.pathsep + os.environ.get("PATH", ""))
@@ -63,6 +64,32 @@ class FakeNode:
     def raw(self):
         with open(self.state_path, "rb") as handle:
             return handle.read()
+
+    def hold(self, unit="nvidia-persistenced.service", name="nvidia-persistenced", persistence=True):
+        """A host service that holds every GPU open while the fake systemctl has it active
+        (nvidia-persistenced by default; it also keeps persistence mode on)."""
+        systemd = os.environ.get("GPUPROV_FAKE_SYSTEMD_STATE")
+        if not systemd:
+            systemd = os.path.join(os.path.dirname(self.state_path), "systemd-state.json")
+            self._monkeypatch.setenv("GPUPROV_FAKE_SYSTEMD_STATE", systemd)
+        data = {"units": {}}
+        if os.path.exists(systemd):
+            with open(systemd) as handle:
+                data = json.load(handle)
+        data.setdefault("units", {})[unit] = {"active": True, "enabled": True}
+        with open(systemd, "w") as handle:
+            json.dump(data, handle)
+        with self.edit() as state:
+            state.setdefault("holders", []).append({"name": name, "unit": unit, "persistence": persistence})
+
+    def release(self, unit="nvidia-persistenced.service"):
+        """Stop the holder unit (as systemctl stop would)."""
+        systemd = os.environ["GPUPROV_FAKE_SYSTEMD_STATE"]
+        with open(systemd) as handle:
+            data = json.load(handle)
+        data["units"][unit]["active"] = False
+        with open(systemd, "w") as handle:
+            json.dump(data, handle)
 
     def edit(self):
         return self.pynvml.mutate_state(self.state_path)

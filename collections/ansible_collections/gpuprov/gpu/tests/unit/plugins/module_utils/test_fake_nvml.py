@@ -56,7 +56,7 @@ def test_overlap_and_exhausted_count_are_insufficient_resources(fake_node):
     nvml, _state = _start(fake_node, [("H100-80GB", 1)], mig=[0])
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, nvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE)
-    assert (info.id, info.sliceCount, info.instanceCount, info.name) == (9, 3, 2, b"MIG 3g.40gb")
+    assert (info.id, info.sliceCount, info.instanceCount, info.name) == (9, 3, 2, "MIG 3g.40gb")  # str, as nvidia-ml-py decodes char arrays
     placements = (nvml.c_nvmlGpuInstancePlacement_t * info.instanceCount)()
     count = ctypes.c_uint(info.instanceCount)
     nvml.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, placements, ctypes.byref(count))
@@ -111,11 +111,17 @@ def test_mig_calls_on_non_mig_gpu_and_disabled_mig_are_not_supported(fake_node):
 
 def test_mig_mode_ampere_pending_hopper_immediate_and_reboot(fake_node):
     nvml, _state = _start(fake_node, [("A100-80GB", 1), ("H100-80GB", 1)])
+    fake_node.hold()
     a100, h100 = nvml.nvmlDeviceGetHandleByIndex(0), nvml.nvmlDeviceGetHandleByIndex(1)
-    assert nvml.nvmlDeviceSetMigMode(a100, nvml.NVML_DEVICE_MIG_ENABLE) == nvml.NVML_SUCCESS
+    # Held by nvidia-persistenced, the driver cannot reset the A100 itself: IN_USE, pending.
+    assert nvml.nvmlDeviceSetMigMode(a100, nvml.NVML_DEVICE_MIG_ENABLE) == nvml.NVML_ERROR_IN_USE
     assert nvml.nvmlDeviceSetMigMode(h100, nvml.NVML_DEVICE_MIG_ENABLE) == nvml.NVML_SUCCESS
     assert nvml.nvmlDeviceGetMigMode(a100) == [0, 1]
     assert nvml.nvmlDeviceGetMigMode(h100) == [1, 1]
+    with fake_node.edit() as live:
+        with pytest.raises(nvml.FakeStateError, match="In use by another client .*nvidia-persistenced"):
+            nvml.reset_gpu(live, 0)
+    fake_node.release()
     with fake_node.edit() as live:
         nvml.reset_gpu(live, 0)
     assert nvml.nvmlDeviceGetMigMode(a100) == [1, 1]
@@ -158,7 +164,7 @@ def test_pci_info_and_memory(fake_node):
     nvml, _state = _start(fake_node, [("A100-80GB", 1)])
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     pci = nvml.nvmlDeviceGetPciInfo(handle)
-    assert pci.pciDeviceId == 0x20B210DE and pci.busId == b"00000000:07:00.0"
+    assert pci.pciDeviceId == 0x20B210DE and pci.busId == "00000000:07:00.0"
     memory = nvml.nvmlDeviceGetMemoryInfo(handle)
     assert memory.total == 81920 * 1024 * 1024 and memory.used == 0
 
@@ -196,3 +202,38 @@ def test_nvidia_smi_query_and_compute_mode(fake_node):
                          "--format=csv,noheader,nounits")
     assert out.splitlines() == ["0, NVIDIA H100 80GB HBM3, 81559, Enabled, Default",
                                 "1, Tesla T4, 15360, [N/A], Exclusive_Process"]
+
+
+def test_idle_ampere_applies_mig_mode_at_once(fake_node):
+    nvml, _state = _start(fake_node, [("A100-80GB", 1)])
+    a100 = nvml.nvmlDeviceGetHandleByIndex(0)
+    assert nvml.nvmlDeviceSetMigMode(a100, nvml.NVML_DEVICE_MIG_ENABLE) == nvml.NVML_SUCCESS
+    assert nvml.nvmlDeviceGetMigMode(a100) == [1, 1]
+
+
+def test_reset_refused_while_another_process_has_nvml_open(fake_node):
+    nvml, _state = _start(fake_node, [("A100-80GB", 1)])
+    nvml.nvmlShutdown()
+    code = "import pynvml, sys; pynvml.nvmlInit(); sys.stdout.write('up\\n'); sys.stdout.flush(); sys.stdin.read()"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(nvml.__file__))
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    try:
+        assert child.stdout.readline() == b"up\n"
+        with fake_node.edit() as live:
+            with pytest.raises(nvml.FakeStateError, match="NVML client pid %d" % child.pid):
+                nvml.reset_gpu(live, 0)
+    finally:
+        child.stdin.close()
+        child.wait()
+    with fake_node.edit() as live:
+        nvml.reset_gpu(live, 0)  # the client is gone
+
+
+def test_compute_mode_is_lost_with_the_last_client_unless_persistent(fake_node):
+    nvml, _state = _start(fake_node, [("H100-80GB", 2)])
+    nvml.nvmlDeviceSetPersistenceMode(nvml.nvmlDeviceGetHandleByIndex(1), nvml.NVML_FEATURE_ENABLED)
+    for index in (0, 1):
+        nvml.nvmlDeviceSetComputeMode(nvml.nvmlDeviceGetHandleByIndex(index), nvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS)
+    nvml.nvmlShutdown()
+    modes = [g["compute_mode"] for g in fake_node.load()["gpus"]]
+    assert modes == [nvml.NVML_COMPUTEMODE_DEFAULT, nvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS]

@@ -369,12 +369,30 @@ def test_valid_settings_pass(sysfs, settings):
     assert plan(fixture_text(), sysfs, **settings).changed
 
 
-def test_eviction_default_applies_when_memory_available_is_not_set(sysfs):
-    text = fixture_text().replace("  memory.available: 100Mi\n", "")
+def test_eviction_default_applies_only_without_an_eviction_map(sysfs):
+    text = fixture_text()
+    start = text.index("evictionHard:\n")
+    end = text.index("evictionPressureTransitionPeriod")
+    no_map = text[:start] + text[end:]
     # 256Mi + 512Mi + the kubelet's default 100Mi
-    ok = plan(text, sysfs, memory_manager_policy="Static",
+    ok = plan(no_map, sysfs, memory_manager_policy="Static",
               reserved_memory=[{"numa_node": 0, "limits": {"memory": "868Mi"}}])
     assert ok.memory_manager_state_reset_required
+
+
+def test_a_partial_eviction_map_means_no_memory_threshold(sysfs):
+    # evictionHard names other signals but not memory.available: the kubelet does not fill
+    # in its 100Mi default, the threshold is 0, so 256Mi + 512Mi must be reserved.
+    text = fixture_text().replace("  memory.available: 100Mi\n", "")
+    with pytest.raises(KubeletConfigError, match="memory sums to 868Mi .* is 768Mi"):
+        plan(text, sysfs, memory_manager_policy="Static",
+             reserved_memory=[{"numa_node": 0, "limits": {"memory": "868Mi"}}])
+    assert plan(text, sysfs, memory_manager_policy="Static",
+                reserved_memory=[{"numa_node": 0, "limits": {"memory": "768Mi"}}]).changed
+    merged = text.replace("kind: KubeletConfiguration\n",
+                          "kind: KubeletConfiguration\nmergeDefaultEvictionSettings: true\n")
+    assert plan(merged, sysfs, memory_manager_policy="Static",
+                reserved_memory=[{"numa_node": 0, "limits": {"memory": "868Mi"}}]).changed
 
 
 def test_eviction_percentage_is_taken_of_node_memory(sysfs):
@@ -404,7 +422,7 @@ def test_auto_without_sysfs_says_so(tmp_path):
 
 
 def test_config_without_topology_needs_never_reads_sysfs(tmp_path):
-    result = plan(fixture_text(), str(tmp_path / "nosys"), topology_manager_policy="restricted",
+    result = plan(fixture_text(), str(tmp_path / "nosys"), topology_manager_scope="pod",
                   cpu_manager_policy="static", kube_reserved_cpu="1")
     assert result.changed
 
@@ -419,8 +437,21 @@ RESET_CASES = [
     ({}, dict(cpu_manager_policy="none"), False, False),
     ({"cpuManagerPolicy": "none"}, dict(cpu_manager_policy="static", kube_reserved_cpu="1"),
      True, False),
+    # Under the static policy the checkpoint's CPU sets were built around the reservation.
     ({"cpuManagerPolicy": "static", "reservedSystemCPUs": '"0"'},
-     dict(cpu_manager_policy="static", reserved_system_cpus="0-1"), False, False),
+     dict(cpu_manager_policy="static", reserved_system_cpus="0-1"), True, False),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": '"0,1"'},
+     dict(reserved_system_cpus="0-1"), False, False),
+    ({"cpuManagerPolicy": "none", "reservedSystemCPUs": '"0"'},
+     dict(reserved_system_cpus="0-1"), False, False),
+    ({"cpuManagerPolicy": "static"}, dict(kube_reserved_cpu="1"), True, False),
+    ({"cpuManagerPolicy": "static", "systemReserved": '{cpu: "1", memory: 512Mi}'},
+     dict(system_reserved_cpu="1000m"), False, False),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": '"0"'},
+     dict(cpu_manager_policy_options={"strict-cpu-reservation": True}), True, False),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": '"0"',
+      "cpuManagerPolicyOptions": '{strict-cpu-reservation: "false"}'},
+     dict(cpu_manager_policy_options={}), False, False),
     ({"cpuManagerPolicy": "static", "reservedSystemCPUs": '"0"'},
      dict(cpu_manager_policy="none", reserved_system_cpus=""), True, False),
     ({}, dict(topology_manager_policy="single-numa-node", topology_manager_scope="pod"),
@@ -431,7 +462,15 @@ RESET_CASES = [
     ({"memoryManagerPolicy": "Static",
       "reservedMemory": "[{numaNode: 0, limits: {memory: 868Mi}}]"},
      dict(memory_manager_policy="None", reserved_memory=[]), False, True),
+    # Under the Static policy any change of the per-NUMA reservation.
     ({"memoryManagerPolicy": "Static",
+      "reservedMemory": "[{numaNode: 0, limits: {memory: 868Mi}}]"},
+     dict(reserved_memory=[{"numa_node": 1, "limits": {"memory": "868Mi"}}]), False, True),
+    ({"memoryManagerPolicy": "Static",
+      "reservedMemory": "[{numaNode: 0, limits: {memory: 868Mi}}]"},
+     dict(reserved_memory=[{"numa_node": 0, "limits": {"memory": "0.84765625Gi"}}]),
+     False, False),
+    ({"memoryManagerPolicy": "None",
       "reservedMemory": "[{numaNode: 0, limits: {memory: 868Mi}}]"},
      dict(reserved_memory=[{"numa_node": 1, "limits": {"memory": "868Mi"}}]), False, False),
 ]
@@ -515,3 +554,47 @@ def test_crash_between_write_and_rename_leaves_the_old_file(config_file, monkeyp
     with open(config_file) as handle:
         assert handle.read() == fixture_text()
     assert os.listdir(os.path.dirname(config_file)) == [os.path.basename(config_file)]
+
+
+# --------------------------------------------------------------------------------------------
+# Reset reasons for changes made by another layer or tool, compared as the kubelet reads them
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.checkpoints import (  # noqa: E402
+    cpu_manager_reset_reasons,
+    memory_manager_reset_reasons,
+)
+
+STATIC_MEMORY = {"memoryManagerPolicy": "Static", "kubeReserved": {"memory": "256Mi"},
+                 "systemReserved": {"memory": "512Mi"},
+                 "reservedMemory": [{"numaNode": 0, "limits": {"memory": "868Mi"}}]}
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"kubeReserved": {"memory": "512Mi"}}, "kubeReserved memory or hugepages change"),
+    ({"systemReserved": {"memory": "512Mi", "hugepages-1Gi": "1Gi"}},
+     "systemReserved memory or hugepages change"),
+    ({"evictionHard": {"memory.available": "200Mi"}},
+     "hard eviction threshold for memory changes from 100Mi to 200Mi"),
+    # A partial map drops the 100Mi default to 0.
+    ({"evictionHard": {"nodefs.available": "10%"}},
+     "hard eviction threshold for memory changes from 100Mi to 0"),
+])
+def test_memory_reset_for_reservation_changes(change, reason):
+    after = dict(STATIC_MEMORY, **change)
+    reasons = memory_manager_reset_reasons(STATIC_MEMORY, after)
+    assert [r for r in reasons if reason in r], reasons
+    # Under the None policy the checkpoint holds no reservation.
+    none_before = dict(STATIC_MEMORY, memoryManagerPolicy="None")
+    assert memory_manager_reset_reasons(none_before, dict(after, memoryManagerPolicy="None")) == []
+
+
+def test_same_amounts_in_other_spellings_need_no_reset():
+    after = dict(STATIC_MEMORY, kubeReserved={"memory": "0.25Gi"},
+                 evictionHard={"memory.available": "102400Ki"})
+    assert memory_manager_reset_reasons(STATIC_MEMORY, after) == []
+    static_cpu = {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1",
+                  "kubeReserved": {"cpu": "1"},
+                  "cpuManagerPolicyOptions": {"strict-cpu-reservation": "false"}}
+    assert cpu_manager_reset_reasons(static_cpu, dict(
+        static_cpu, reservedSystemCPUs="1,0", kubeReserved={"cpu": "1000m"},
+        cpuManagerPolicyOptions={})) == []

@@ -91,7 +91,7 @@ def test_restores_exact_placements_after_a_hopper_reboot(fake_node, tmp_path, ca
 
 def test_restores_layout_after_an_ampere_reboot_without_a_reset(fake_node, tmp_path, capsys):
     path, _plan = converged(fake_node, tmp_path, "A100-80GB", 1)
-    assert len(resets(fake_node)) == 1  # enabling MIG on Ampere the first time needed one
+    assert resets(fake_node) == []  # nothing held the GPU: the driver reset it itself
     reboot(fake_node)
     state = fake_node.load()
     assert state["gpus"][0]["mig_current"] is True and state["gpus"][0]["gpu_instances"] == []
@@ -100,14 +100,19 @@ def test_restores_layout_after_an_ampere_reboot_without_a_reset(fake_node, tmp_p
     assert run(path) == mig_restore.EXIT_OK
 
     assert fake_node.layout(0) == A100_BALANCED
-    assert len(resets(fake_node)) == 1  # the mode survived the reboot: no second reset
+    assert resets(fake_node) == []  # the mode survived the reboot: no reset
     out = capsys.readouterr().out
     assert "created 2g.20gb@0 1g.10gb@2 1g.10gb@3 3g.40gb@4" in out
     assert "MIG mode" not in out
 
 
 def test_ampere_mode_change_is_applied_with_the_modules_reset(fake_node, tmp_path):
-    fake_node.setup([("A100-80GB", 1)])
+    # Enabling was left pending (something held the GPU then). The program must shut its NVML
+    # session down before nvidia-smi -r: the fake refuses a reset while this process (where
+    # the program runs) is still an NVML client.
+    state = fake_node.setup([("A100-80GB", 1)])
+    state["gpus"][0]["mig_pending"] = True
+    fake_node.save(state)
     path = write_state_file(fake_node, tmp_path, plan_for("A100-80GB", 1))
 
     assert run(path) == mig_restore.EXIT_OK
@@ -120,6 +125,7 @@ def test_ampere_mode_change_is_applied_with_the_modules_reset(fake_node, tmp_pat
 
 def test_ampere_without_reset_reports_the_pending_change(fake_node, tmp_path, capsys):
     fake_node.setup([("A100-80GB", 1)])
+    fake_node.hold()  # nvidia-persistenced holds the GPU: the driver cannot reset it itself
     path = write_state_file(fake_node, tmp_path, plan_for("A100-80GB", 1))
 
     assert run(path, "--no-reset") == mig_restore.EXIT_FAILED
@@ -331,3 +337,20 @@ def test_state_file_checks_match_what_the_role_writes(fake_node, tmp_path):
     with pytest.raises(mig_restore.StateFileError) as err:
         mig_restore.check_state(broken, "f.json")
     assert "f.json: gpus[1]: GPU 0 is listed twice" in str(err.value)
+
+
+def test_passthrough_vm_is_told_to_reboot_not_reset(fake_node, tmp_path, capsys):
+    # In a VM with passthrough the mode change stays pending with activation status
+    # NOT_SUPPORTED (3) on some hosts, RESET_REQUIRED (16) on others: never try a reset.
+    state = fake_node.setup([("A100-80GB", 2)])
+    state["gpus"][0].update(passthrough=True, passthrough_status=fake_node.pynvml.NVML_ERROR_NOT_SUPPORTED)
+    state["gpus"][1].update(passthrough=True)
+    fake_node.save(state)
+    path = write_state_file(fake_node, tmp_path, plan_for("A100-80GB", 2))
+
+    assert run(path) == mig_restore.EXIT_FAILED
+
+    err = capsys.readouterr().err
+    assert "activation status 3, as in a VM with GPU passthrough); reboot the VM" in err
+    assert "activation status 16, as in a VM with GPU passthrough); reboot the VM" in err
+    assert resets(fake_node) == []

@@ -95,3 +95,39 @@ def test_profile_name_rule_matches_the_catalog_names():
     assert nvml_utils.profile_name_from_memory(9984, 81920, 80, 1, 0) == "1g.10gb"
     assert nvml_utils.profile_name_from_memory(40448, 81920, 80, 3, 2) == "3g.40gb"
     assert nvml_utils.profile_name_from_memory(4864, 40960, 40, 1, 7) == "1g.5gb+me"
+
+
+def test_profile_name_rounds_half_away_from_zero_like_go_nvlib():
+    # B200 (183359 MiB): 1/8 of ceil(179.06 GiB) = 22.5 -> NVIDIA's name is 1g.23gb.
+    assert nvml_utils.profile_name_from_memory(20992, 183359, 183359 / 1024.0, 1, 0) == "1g.23gb"
+
+
+def test_empty_mig_slot_may_answer_invalid_argument(fake_node):
+    # Some drivers answer INVALID_ARGUMENT, not NOT_FOUND, for an empty MIG device slot.
+    state = fake_node.setup([("H100-80GB", 1)])
+    fake_node.pynvml.set_mig_mode(state, 0, True)
+    gi_id = fake_node.pynvml.create_instances(state, 0, [("3g.40gb", 0)])[0]
+    fake_node.pynvml.add_process(state, 0, 77, 10, gpu_instance_id=gi_id)
+    state["empty_mig_slot_code"] = fake_node.pynvml.NVML_ERROR_INVALID_ARGUMENT
+    fake_node.save(state)
+    with Nvml() as nvml:
+        assert [(p["pid"], p["gpu_instance_id"]) for p in nvml.processes(0)] == [(77, gi_id)]
+
+
+def test_exclusive_compute_mode_turns_persistence_on_so_it_survives_the_last_client(fake_node):
+    fake_node.setup([("H100-80GB", 2)])
+    with Nvml() as nvml:
+        assert nvml.set_compute_mode(0, "EXCLUSIVE_PROCESS") is True
+        assert nvml.persistence_mode(0) is True
+        assert nvml.set_compute_mode(1, "DEFAULT") is False  # the default needs no persistence
+    # NVML is shut down: no client is left, and the mode must still be there.
+    with Nvml() as nvml:
+        assert nvml.compute_mode(0) == "EXCLUSIVE_PROCESS"
+
+
+def test_persistenced_already_keeps_the_mode(fake_node):
+    fake_node.setup([("H100-80GB", 1)])
+    fake_node.hold()  # nvidia-persistenced runs: persistence mode reads on
+    with Nvml() as nvml:
+        assert nvml.set_compute_mode(0, "EXCLUSIVE_PROCESS") is False
+    assert fake_node.load()["gpus"][0]["persistence_mode"] is False

@@ -103,3 +103,32 @@ def test_lost_gpu_is_listed_with_its_error(fake_node, run_module):
     assert good["error"] is None and good["name"] == "NVIDIA H100 80GB HBM3"
     assert lost["index"] == 1 and lost["name"] is None
     assert "GPU is lost" in lost["error"] and "fallen off the bus" in lost["error"]
+
+
+def test_older_driver_without_newer_functions_never_fails(fake_node, run_module):
+    # An R470-era libnvidia-ml lacks the _v3 process listing and the named v2 profile info:
+    # nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) and FunctionNotFound.
+    state = fake_node.setup([("A100-80GB", 1)])
+    fake_node.pynvml.set_mig_mode(state, 0, True)
+    fake_node.pynvml.create_instances(state, 0, [("3g.40gb", 0)])
+    state["missing_functions"] = ["nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGpuInstanceProfileInfoV"]
+    fake_node.save(state)
+    result = run_module(gpu_facts.main, {})
+    assert not result.failed
+    gpu = result["ansible_facts"]["gpu_facts"]["gpus"][0]
+    assert gpu["error"] is None and gpu["name"] == "NVIDIA A100-SXM4-80GB"
+    # Profile names come from go-nvlib's memory rule when the v1 info has no name.
+    assert [g["profile"] for g in gpu["gpu_instances"]] == ["3g.40gb"]
+    assert any("driver is too old" in w and "R525" in w for w in result.warning_texts)
+
+
+def test_non_root_gets_facts_and_a_warning(fake_node, run_module, monkeypatch):
+    state = fake_node.setup([("H100-80GB", 1)])
+    fake_node.pynvml.set_mig_mode(state, 0, True)
+    fake_node.save(state)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = run_module(gpu_facts.main, {})
+    assert not result.failed
+    gpu = result["ansible_facts"]["gpu_facts"]["gpus"][0]
+    assert gpu["error"] is None and gpu["mig_mode_current"] is True and "mig_profiles" not in gpu
+    assert any("run as root (become: true)" in w for w in result.warning_texts)

@@ -8,11 +8,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import stat
 import os
 
 import pytest
 import yaml
 
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
@@ -171,10 +173,14 @@ def test_directory_as_path(capsys, node):
 
 
 def test_failed_rename_reports_and_leaves_the_file(capsys, node, monkeypatch):
-    def broken_replace(src, dst):
-        raise OSError(28, "No space left on device")
+    real_rename = os.rename
 
-    monkeypatch.setattr(atomic_write.os, "replace", broken_replace)
+    def broken_rename(src, dst):
+        if os.fsdecode(dst) == node.config:
+            raise OSError(28, "No space left on device")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", broken_rename)
     result = run(capsys, node, backup=False, **NUMA_ARGS)
     assert result["failed"] is True
     assert result["msg"] == ("could not write kubelet config %s: No space left on device; the "
@@ -182,6 +188,61 @@ def test_failed_rename_reports_and_leaves_the_file(capsys, node, monkeypatch):
     assert result["cpu_manager_state_reset_required"] is True
     assert node.text() == node.original
     assert node.files() == ["config.yaml"]
+
+
+def test_the_file_is_moved_into_place_by_ansibles_atomic_move(capsys, node, monkeypatch):
+    # atomic_move keeps the SELinux context and file attributes; a plain rename does not.
+    moves = []
+    real_atomic_move = AnsibleModule.atomic_move
+
+    def recording_atomic_move(self, src, dest, *args, **kwargs):
+        moves.append(dest)
+        return real_atomic_move(self, src, dest, *args, **kwargs)
+
+    monkeypatch.setattr(AnsibleModule, "atomic_move", recording_atomic_move)
+    assert run(capsys, node, **NUMA_ARGS)["changed"] is True
+    assert moves == [node.config]
+
+
+def test_a_symlinked_config_is_written_through_and_the_link_kept(capsys, node, tmp_path):
+    target_dir = tmp_path / "etc"
+    target_dir.mkdir()
+    target = str(target_dir / "kubelet.yaml")
+    os.rename(node.config, target)
+    os.symlink(target, node.config)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["changed"] is True
+    assert os.path.islink(node.config) and os.readlink(node.config) == target
+    assert yaml.safe_load(open(target).read())["cpuManagerPolicy"] == "static"
+    # The backup sits beside the file that changed, not beside the link.
+    assert result["backup_file"].startswith(target + ".")
+
+
+def test_a_fifo_is_refused_without_hanging(capsys, node):
+    os.unlink(node.config)
+    os.mkfifo(node.config)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["msg"] == ("kubelet config %s is a FIFO, not a regular file: refusing to read "
+                             "or replace it" % node.config)
+    assert node.files() == ["config.yaml"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "is empty, not a KubeletConfiguration"),
+    ("# only a comment\n", "is empty, not a KubeletConfiguration"),
+    ("apiVersion: v1\nkind: ConfigMap\ndata: {}\n", "is not a KubeletConfiguration (found "
+     "apiVersion 'v1', kind 'ConfigMap'"),
+    ("cpuManagerPolicy: none\n", "is not a KubeletConfiguration (found apiVersion None, kind "
+     "None"),
+])
+def test_an_empty_or_foreign_document_is_refused_not_rewritten(capsys, node, text, message):
+    with open(node.config, "w") as handle:
+        handle.write(text)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert message in result["msg"]
+    assert node.text() == text
 
 
 def test_memory_manager_static_with_matching_reservation(capsys, node):
@@ -193,3 +254,160 @@ def test_memory_manager_static_with_matching_reservation(capsys, node):
     assert result["cpu_manager_state_reset_required"] is False
     assert yaml.safe_load(node.text())["reservedMemory"][1] == {
         "limits": {"memory": "434Mi"}, "numaNode": 1}
+
+
+# --------------------------------------------------------------------------------------------
+# Drop-in mode: the managed keys in <config_dir>/50-gpuprov.conf, the main file untouched
+
+
+def drop_in_dir(node, tmp_path, files=None):
+    config_dir = tmp_path / "kubelet.conf.d"
+    config_dir.mkdir()
+    for name, text in (files or {}).items():
+        (config_dir / name).write_text(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" + text)
+    return str(config_dir)
+
+
+def test_drop_in_holds_only_the_managed_keys_and_the_main_file_is_untouched(capsys, node,
+                                                                            tmp_path):
+    config_dir = drop_in_dir(node, tmp_path)
+    result = run(capsys, node, config_dir=config_dir, **NUMA_ARGS)
+    drop_in = os.path.join(config_dir, "50-gpuprov.conf")
+    assert result["changed"] is True
+    assert result["path"] == drop_in
+    assert node.text() == node.original
+    assert node.files() == ["config.yaml"]
+    with open(drop_in) as handle:
+        written = yaml.safe_load(handle)
+    assert written == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cpuManagerPolicy": "static", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"},
+        "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod",
+        "reservedSystemCPUs": "0,4,8,12"}
+    assert stat.S_IMODE(os.stat(drop_in).st_mode) == 0o644
+    assert result["cpu_manager_state_reset_required"] is True
+    assert "backup_file" not in result
+    assert run(capsys, node, config_dir=config_dir, **NUMA_ARGS)["changed"] is False
+
+
+def test_drop_in_resets_and_validation_use_the_merged_config(capsys, node, tmp_path):
+    # An earlier drop-in already runs the static policy with CPU 0 reserved: moving the
+    # reservation must reset the checkpoint although this drop-in is new.
+    config_dir = drop_in_dir(node, tmp_path, {
+        "10-site.conf": "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"})
+    result = run(capsys, node, config_dir=config_dir, reserved_system_cpus="0-1")
+    assert result["changed_keys"] == ["reservedSystemCPUs"]
+    assert result["cpu_manager_state_reset_reasons"] == [
+        "reservedSystemCPUs changes under the static CPU policy"]
+    # Memory Static is checked against the kube/system reservation of the merged config:
+    # the fixture's 256Mi + 512Mi + 100Mi, raised to 1Gi kube-reserved by the drop-in.
+    (tmp_path / "second").mkdir()
+    config_dir2 = drop_in_dir(node, tmp_path / "second",
+                              {"20-memory.conf": "kubeReserved:\n  memory: 1Gi\n"})
+    bad = run(capsys, node, config_dir=config_dir2, memory_manager_policy="Static",
+              reserved_memory=[{"numa_node": 0, "limits": {"memory": "868Mi"}}])
+    assert bad["failed"] is True
+    assert "is 1636Mi" in bad["msg"]
+    assert node.text() == node.original
+
+
+def test_a_later_drop_in_overriding_a_managed_key_is_refused_by_name(capsys, node, tmp_path):
+    config_dir = drop_in_dir(node, tmp_path, {
+        "90-override.conf": "topologyManagerPolicy: best-effort\n",
+        "95-same.conf": "topologyManagerScope: pod\n"})
+    result = run(capsys, node, config_dir=config_dir, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["errors"] == [
+        "topologyManagerPolicy: %s/90-override.conf sets topologyManagerPolicy, which "
+        "overrides the value gpuprov manages in %s/50-gpuprov.conf (the kubelet merges "
+        "drop-ins over the main config, in name order); remove it there"
+        % (config_dir, config_dir)]
+    assert sorted(os.listdir(config_dir)) == ["90-override.conf", "95-same.conf"]
+
+
+def test_in_place_mode_refuses_a_drop_in_that_overrides_the_main_file(capsys, node, tmp_path):
+    config_dir = drop_in_dir(node, tmp_path, {"10-cpu.conf": "cpuManagerPolicy: none\n"})
+    result = run(capsys, node, config_dir=config_dir, drop_in=False, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert "10-cpu.conf sets cpuManagerPolicy" in result["msg"]
+    assert node.text() == node.original
+
+
+def test_a_drop_in_that_is_not_a_kubelet_configuration_is_named(capsys, node, tmp_path):
+    config_dir = drop_in_dir(node, tmp_path)
+    with open(os.path.join(config_dir, "20-bad.conf"), "w") as handle:
+        handle.write("cpuManagerPolicy: static\n")
+    result = run(capsys, node, config_dir=config_dir, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["msg"].startswith("%s/20-bad.conf is not a KubeletConfiguration" % config_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# Versions and NUMA limits
+
+
+@pytest.mark.parametrize("version, args, message", [
+    ("v1.31.4", dict(cpu_manager_policy_options={"strict-cpu-reservation": True}),
+     "cpuManagerPolicyOptions.strict-cpu-reservation: needs kubelet 1.32 or newer; this "
+     "kubelet is 1.31"),
+    ("1.32", dict(cpu_manager_policy_options={"strict-cpu-reservation": True}),
+     "cpuManagerPolicyOptions.strict-cpu-reservation: is alpha in kubelet 1.32 and needs "
+     "featureGates CPUManagerPolicyAlphaOptions: true"),
+    ("1.27", dict(topology_manager_policy_options={"prefer-closest-numa-nodes": True}),
+     "topologyManagerPolicyOptions.prefer-closest-numa-nodes: is alpha in kubelet 1.27 and "
+     "needs featureGates TopologyManagerPolicyAlphaOptions: true"),
+    ("1.37", dict(topology_manager_policy_options={"numa-allocation-strategy": "spread"}),
+     "topologyManagerPolicyOptions.numa-allocation-strategy: needs kubelet 1.38 or newer"),
+])
+def test_options_the_kubelet_release_refuses(capsys, node, version, args, message):
+    settings = dict(NUMA_ARGS, **args)
+    result = run(capsys, node, kubelet_version=version, **settings)
+    assert result["failed"] is True
+    assert [e for e in result["errors"] if e.startswith(message)], result["errors"]
+    assert node.text() == node.original
+
+
+@pytest.mark.parametrize("version, args", [
+    ("1.35", dict(cpu_manager_policy_options={"strict-cpu-reservation": True})),
+    ("1.28", dict(topology_manager_policy_options={"prefer-closest-numa-nodes": True})),
+    ("1.23", dict(cpu_manager_policy_options={"full-pcpus-only": True})),
+])
+def test_options_the_kubelet_release_accepts(capsys, node, version, args):
+    assert run(capsys, node, kubelet_version=version, **dict(NUMA_ARGS, **args))["changed"]
+
+
+def test_a_beta_option_whose_gate_is_switched_off_is_refused(capsys, node):
+    text = node.original.replace("  KubeletTracing: false\n",
+                                 "  CPUManagerPolicyBetaOptions: false\n  KubeletTracing: false\n")
+    with open(node.config, "w") as handle:
+        handle.write(text)
+    result = run(capsys, node, kubelet_version="1.30", **NUMA_ARGS)
+    assert result["errors"] == [
+        "cpuManagerPolicyOptions.full-pcpus-only: is beta in kubelet 1.30 and needs "
+        "featureGates CPUManagerPolicyBetaOptions: true"]
+
+
+def test_drop_ins_need_a_kubelet_that_reads_them(capsys, node, tmp_path):
+    result = run(capsys, node, config_dir=drop_in_dir(node, tmp_path), kubelet_version="1.29",
+                 **NUMA_ARGS)
+    assert result["failed"] is True
+    assert result["msg"].startswith("config_dir: kubelet 1.29 does not read --config-dir")
+
+
+def test_a_bad_version_is_refused(capsys, node):
+    result = run(capsys, node, kubelet_version="latest", **NUMA_ARGS)
+    assert result["msg"] == ("kubelet_version: 'latest' is not a kubelet version such as 1.31 "
+                             "or v1.31.2")
+
+
+def test_topology_policy_on_more_than_8_numa_nodes(capsys, tmp_path):
+    node = Node(tmp_path, numa_nodes=9, cores_per_node=2, smt=False)
+    result = run(capsys, node, **NUMA_ARGS)
+    assert result["failed"] is True
+    assert ("topologyManagerPolicy: single-numa-node needs the Topology Manager, which the "
+            "kubelet refuses on a node with more than 8 NUMA nodes; this node has 9"
+            in result["msg"])
+    raised = run(capsys, node, topology_manager_policy_options={"max-allowable-numa-nodes": 9},
+                 **NUMA_ARGS)
+    assert raised["changed"] is True

@@ -258,3 +258,31 @@ def test_failure_on_a_later_gpu_reports_the_earlier_ones(fake_node, run_module):
                                   "GPU 0 (NVIDIA H100 80GB HBM3): 3g.40gb@0 3g.40gb@4.")
     assert fake_node.layout(0) == [("3g.40gb", 0), ("3g.40gb", 4)]
     assert fake_node.layout(1) == [("7g.80gb", 0)]
+
+
+def test_instances_of_other_profiles_are_seen_and_named(fake_node, run_module):
+    # Another tool made a "-me" 1g (NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME) with a process on it:
+    # gpuprov must not take its slice for free, and must name it.
+    pynvml = fake_node.pynvml
+    state = fake_node.setup([("H100-80GB", 1)])
+    pynvml.add_profile(state, "H100-80GB", pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, 21, "1g.10gb-me",
+                       1, 9984, [(s, 1) for s in range(7)], instance_count=7)
+    pynvml.set_mig_mode(state, 0, True)
+    gi_id = pynvml.create_instances(state, 0, [("1g.10gb-me", 0)])[0]
+    pynvml.add_process(state, 0, 4242, 10, gpu_instance_id=gi_id)
+    fake_node.save(state)
+    result = run_module(mig_layout.main, {"layout": {"1g.10gb": 7}})
+    assert result.failed
+    assert "1g.10gb-me" in result["msg"]
+    assert fake_node.load()["gpus"][0]["gpu_instances"][0]["profile_id"] == 21  # left alone
+
+
+def test_non_root_is_told_to_become_root(fake_node, run_module, monkeypatch):
+    # nvml.h: placements and instance creation "Requires privileged user".
+    state = fake_node.setup([("H100-80GB", 1)])
+    fake_node.pynvml.set_mig_mode(state, 0, True)
+    fake_node.save(state)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = run_module(mig_layout.main, {"layout": {"7g.80gb": 1}})
+    assert result.failed and "run as root (become: true)" in result["msg"]
+    assert fake_node.load()["gpus"][0]["gpu_instances"] == []

@@ -26,13 +26,25 @@ def test_hopper_enables_at_once_and_is_idempotent(fake_node, run_module):
     assert all(g["activation_status"] is None for g in second["gpus"])
 
 
+def test_ampere_applies_at_once_when_nothing_holds_the_gpu(fake_node, run_module):
+    # The driver resets an idle Ampere GPU itself inside nvmlDeviceSetMigMode.
+    fake_node.setup([("A100-80GB", 1)])
+    result = run_module(mig_mode.main, {"state": "enabled"})
+    gpu = result["gpus"][0]
+    assert not result.failed and gpu["activation_status"] == "NVML_SUCCESS"
+    assert gpu["after"] == {"current": True, "pending": True} and gpu["reset_required"] is False
+    assert fake_node.calls() == []
+
+
 def test_ampere_stays_pending_without_reset(fake_node, run_module):
     fake_node.setup([("A100-80GB", 1)])
+    fake_node.hold()  # nvidia-persistenced holds the GPU: the driver's own reset fails
     first = run_module(mig_mode.main, {"state": "enabled"})
     gpu = first["gpus"][0]
     assert first["changed"] is True
     assert gpu["after"] == {"current": False, "pending": True}
     assert gpu["pending"] is True and gpu["reset_required"] is True and gpu["reset_done"] is False
+    assert gpu["activation_status"] == "NVML_ERROR_IN_USE"
     assert first["reset_required"] is True
     assert any("pending until the GPU is reset" in w for w in first.warning_texts)
     assert fake_node.calls() == []  # no nvidia-smi without reset: true
@@ -43,7 +55,12 @@ def test_ampere_stays_pending_without_reset(fake_node, run_module):
 
 
 def test_ampere_reset_applies_the_pending_mode(fake_node, run_module):
+    # A change left pending earlier (something held the GPU then). The module must shut its
+    # own NVML session down before nvidia-smi -r: the fake refuses a reset while the test
+    # process (where the module runs) is still an NVML client.
     state = fake_node.setup([("A100-80GB", 2)])
+    state["gpus"][1]["mig_pending"] = True
+    fake_node.save(state)
     result = run_module(mig_mode.main, {"state": "enabled", "gpus": [1], "reset": True})
     assert not result.failed and result["changed"] is True
     gpu = result["gpus"][0]
@@ -62,8 +79,43 @@ def test_reset_failure_names_the_gpu_and_leaves_mode_pending(fake_node, run_modu
     assert not result.failed
     assert result["gpus"][0]["activation_status"] == "NVML_ERROR_RESET_REQUIRED"
     assert result["gpus"][0]["reset_required"] is True
-    assert any("the VM must be rebooted" in w for w in result.warning_texts)
+    assert any("reboot the VM" in w for w in result.warning_texts)
     assert fake_node.calls() == []
+
+
+def test_passthrough_not_supported_status_means_reboot_the_vm(fake_node, run_module):
+    # The MIG User Guide's VM example: "pending enable state ... Not Supported".
+    state = fake_node.setup([("A100-80GB", 1)])
+    state["gpus"][0].update(passthrough=True, passthrough_status=fake_node.pynvml.NVML_ERROR_NOT_SUPPORTED)
+    fake_node.save(state)
+    result = run_module(mig_mode.main, {"state": "enabled", "reset": True})
+    assert not result.failed
+    gpu = result["gpus"][0]
+    assert gpu["activation_status"] == "NVML_ERROR_NOT_SUPPORTED" and gpu["reset_required"] is True
+    assert any("reboot the VM" in w for w in result.warning_texts)
+    assert not any("nvidia-smi -r" in w for w in result.warning_texts)
+    assert fake_node.calls() == []  # no reset tried
+
+
+def test_held_ampere_gpu_resets_once_the_holder_is_gone(fake_node, run_module):
+    state = fake_node.setup([("A100-80GB", 1)])
+    fake_node.hold()
+    held = run_module(mig_mode.main, {"state": "enabled", "reset": True})
+    assert held.failed and "nvidia-persistenced" in held["msg"]
+    assert _modes(fake_node) == [(False, True)]
+    fake_node.release()
+    result = run_module(mig_mode.main, {"state": "enabled", "reset": True})
+    assert not result.failed and result["gpus"][0]["reset_done"] is True
+    assert _modes(fake_node) == [(True, True)]
+    assert state["gpus"][0]["pci_bus_id"] in result["gpus"][0]["pci_bus_id"]
+
+
+def test_non_root_is_told_to_become_root(fake_node, run_module, monkeypatch):
+    fake_node.setup([("H100-80GB", 1)])
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = run_module(mig_mode.main, {"state": "enabled"})
+    assert result.failed and "run as root (become: true)" in result["msg"]
+    assert _modes(fake_node) == [(False, False)]
 
 
 def test_reset_refused_by_nvidia_smi(fake_node, run_module):
@@ -73,7 +125,7 @@ def test_reset_refused_by_nvidia_smi(fake_node, run_module):
     result = run_module(mig_mode.main, {"state": "enabled", "reset": True, "ignore_processes": True})
     assert result.failed
     assert "GPU 0 (NVIDIA A100-SXM4-80GB, 00000000:07:00.0)" in result["msg"]
-    assert "is currently in use by another process" in result["msg"]
+    assert "is currently in use by another process (process 999)" in result["msg"]
     assert "still pending" in result["msg"]
     # The mode was set (it is pending now), so the failed task reports a change.
     assert result["changed"] is True
@@ -88,11 +140,12 @@ def test_check_mode_predicts_and_changes_nothing(fake_node, run_module):
     result = run_module(mig_mode.main, {"state": "enabled"}, check_mode=True, diff=True)
     assert result["changed"] is True
     ampere, hopper = result["gpus"]
-    assert ampere["after"] == {"current": False, "pending": True} and ampere["reset_required"] is True
+    # Nothing holds either GPU: Ampere's driver resets it itself, Hopper needs no reset.
+    assert ampere["after"] == {"current": True, "pending": True} and ampere["reset_required"] is False
     assert hopper["after"] == {"current": True, "pending": True} and hopper["reset_required"] is False
     assert fake_node.raw() == before
     assert "GPU 0 (NVIDIA A100-SXM4-80GB): MIG disabled\n" in result["diff"]["before"]
-    assert "GPU 0 (NVIDIA A100-SXM4-80GB): MIG disabled (enable pending a GPU reset)" in result["diff"]["after"]
+    assert "GPU 0 (NVIDIA A100-SXM4-80GB): MIG enabled" in result["diff"]["after"]
     assert "GPU 1 (NVIDIA H100 80GB HBM3): MIG enabled" in result["diff"]["after"]
 
 

@@ -1,0 +1,55 @@
+"""Every GPU DaemonSet gpuprov deploys stays off a node labelled gpuprov.io/gpu-operands=paused."""
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+from testlib import REPO
+
+
+def _matches(term, labels):
+    """Kubernetes' rule for one nodeSelectorTerm (operators In and NotIn)."""
+    for expr in term["matchExpressions"]:
+        value = labels.get(expr["key"])
+        if expr["operator"] == "In" and value not in expr["values"]:
+            return False
+        if expr["operator"] == "NotIn" and value in expr["values"]:
+            return False
+    return True
+
+
+def _schedulable(affinity, labels):
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return any(_matches(term, labels) for term in terms)
+
+
+def test_device_plugin_and_gfd_leave_a_paused_node():
+    values = cluster.device_plugin_values({}, {})
+    affinity = values["affinity"]
+    gpu_node = {"feature.node.kubernetes.io/pci-10de.present": "true"}
+    assert _schedulable(affinity, gpu_node)
+    assert not _schedulable(affinity, dict(gpu_node, **{"gpuprov.io/gpu-operands": "paused"}))
+    assert _schedulable(affinity, {"nvidia.com/gpu.present": "true"})
+    assert not _schedulable(affinity, {"nvidia.com/gpu.present": "true", "gpuprov.io/gpu-operands": "paused"})
+    assert not _schedulable(affinity, {"kubernetes.io/os": "linux"})  # not a GPU node
+
+
+def test_pause_affinity_keeps_every_term_of_the_charts_default():
+    path = os.path.join(REPO, "..", "shared", "reference", "real-world", "nvidia-device-plugin-values.yaml")
+    if not os.path.exists(path):
+        pytest.skip("NVIDIA's values.yaml is not at hand (../shared/reference/real-world)")
+    with open(path) as handle:
+        default = yaml.safe_load(handle)["affinity"]
+    ours = cluster.gpu_operand_affinity()
+    theirs_terms = default["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    our_terms = ours["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(our_terms) == len(theirs_terms)
+    for theirs, mine in zip(theirs_terms, our_terms):
+        assert mine["matchExpressions"][:-1] == theirs["matchExpressions"]
+        assert mine["matchExpressions"][-1] == {"key": "gpuprov.io/gpu-operands", "operator": "NotIn",
+                                                "values": ["paused"]}
+
+
+def test_nfd_worker_is_not_paused():
+    assert "affinity" not in cluster.nfd_values()["worker"]
