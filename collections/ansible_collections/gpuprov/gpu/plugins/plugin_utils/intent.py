@@ -99,7 +99,7 @@ INTENT_VARS = ("gpuprov_gpu_model", "gpuprov_gpu_count", "gpuprov_gpus", "gpupro
 # the playbooks and roles, so a new one cannot be forgotten here.
 RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", "gpuprov_drain_timeout",
             "gpuprov_kubelet_healthz_host", "gpuprov_waves", "gpuprov_max_fail_percentage", "gpuprov_hosts",
-            "gpuprov_cli_catalog_file",
+            "gpuprov_cli_catalog_file", "gpuprov_cluster_side",
             "gpuprov_status_dir", "gpuprov_status_fail_on_drift",
             # baseline record / start / collect / stop
             "gpuprov_baseline_duration", "gpuprov_baseline_interval", "gpuprov_baseline_dest",
