@@ -214,7 +214,7 @@ def _print_nodes(results, output, extra=None):
 @options.inventory_options
 @click.option("--interval", default="5s", show_default=True, metavar="DURATION",
               help="Time between samples: whole seconds or minutes, 1s..60m.")
-@options.extra_vars_option
+@options.playbook_extra_vars_option
 @output_option
 def start(inventory, limit, vault, interval, extra_vars, output):
     """Install and start gpuprov-baseline.service on every node: it appends one sample
@@ -256,7 +256,7 @@ def _run_with_extra(playbook, inventory, limit, vault, variables, extra_vars, ou
 
 @baseline.command("stop")
 @options.inventory_options
-@options.extra_vars_option
+@options.playbook_extra_vars_option
 @output_option
 def stop(inventory, limit, vault, extra_vars, output):
     """Stop gpuprov-baseline.service and remove it and its sampler from every node. The
@@ -296,7 +296,7 @@ def join_rotated(raw_dir):
 @options.inventory_options
 @click.option("--out", "out_dir", required=True, metavar="DIR",
               help="Snapshot folder: writes DIR/utilization/<node>.csv and DIR/facts/<node>.json.")
-@options.extra_vars_option
+@options.playbook_extra_vars_option
 @output_option
 def collect(inventory, limit, vault, out_dir, extra_vars, output):
     """Fetch what gpuprov-baseline.service has recorded so far, and each node's GPU facts,

@@ -30,6 +30,11 @@ catalog_option = click.option(
     "--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
     help="A YAML file of GPU models to add to the built-in catalog (as gpuprov_catalog_file does per host).")
 
+# For commands that run a playbook without planning (baseline): the items go to ansible-playbook as given.
+playbook_extra_vars_option = click.option(
+    "-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE|JSON",
+    help="Passed to ansible-playbook -e (e.g. gpuprov_baseline_dir). Repeatable.")
+
 
 class Vault:
     """The vault options as given: for the inventory reader and for ansible-playbook."""
