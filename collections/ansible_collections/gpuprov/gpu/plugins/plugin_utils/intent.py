@@ -115,7 +115,6 @@ RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", 
 KNOWN_VARS = frozenset(INTENT_VARS + RUN_VARS)
 
 
-
 class Problem:
     __slots__ = ("host", "field", "reason")
 

@@ -87,8 +87,8 @@ def parse_models(document, source):
         raise CatalogFileError(["%s: (top level): must be a mapping with one key, models: a list of GPU models"
                                 % source])
     if len(document["models"]) > MAX_MODELS:
-        raise CatalogFileError(["%s: models: %d entries; the limit is %d" % (source, len(document["models"]),
-                                                                              MAX_MODELS)])
+        raise CatalogFileError(["%s: models: %d entries; the limit is %d"
+                                % (source, len(document["models"]), MAX_MODELS)])
     models = []
     for index, entry in enumerate(document["models"]):
         field = "models[%d]" % index
