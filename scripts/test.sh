@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run every test: pytest (collection units, CLI, SSH fleet),
-# the MIG transition benchmark check, ansible-test sanity, ansible-lint, every molecule
+# the MIG transition and fleet benchmark checks, ansible-test sanity, ansible-lint, every molecule
 # scenario, the packaging checks (antsibull-changelog lint, ansible-builder create,
 # ansible-galaxy collection verify of a pip-installed copy) and the same units, a plan and
 # sanity on Python 3.12 with ansible-core 2.21. Exits non-zero if any stage fails; prints a
@@ -130,6 +130,9 @@ run_py312() {
 stage "pytest: collection unit tests" run_pytest collections/ansible_collections/gpuprov/gpu/tests/unit
 stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
+# Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping,
+# with the bench's targets (ratios, tasks per node); the full sizes run by hand.
+stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 1
 stage "antsibull-changelog lint" run_changelog_lint
 stage "ansible-builder create" run_builder_create
 stage "ansible-galaxy collection verify" run_galaxy_verify

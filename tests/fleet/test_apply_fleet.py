@@ -316,3 +316,52 @@ def test_a_converged_node_gets_a_changed_boot_restore_file_back(tmp_path):
         code, output = gpuprov_apply(inventories, "--waves", "100%")
         assert code == 0, output
         assert summary_lines(output) == {"h100": "unchanged    -"}, output
+
+
+def gpuprov_status(inventories):
+    """`gpuprov status -o json`: (exit status, {host: {status, drift, message}})."""
+    import json
+    proc = subprocess.run([sys.executable, "-m", "gpuprov", "status", "-o", "json"] + list(inventories),
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S, check=False)
+    return proc.returncode, json.loads(proc.stdout)["nodes"] if proc.stdout.strip() else proc.stderr
+
+
+@fleet_test
+def test_a_node_as_planned_ends_after_one_read_and_status_names_what_drifted(tmp_path, monkeypatch):
+    from gpuprov.runner import run_playbook
+
+    nodes = [{"name": "h100", "gpus": [{"model": "H100-80GB", "count": 1}]}]
+    hosts = {"h100": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": MIG_BALANCED,
+                      "gpuprov_kubelet": NUMA_KUBELET}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        node = fleet.node("h100")
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+        assert code == 0, output
+
+        # The re-run as `gpuprov apply` runs it, with the progress callback's per-node counts.
+        monkeypatch.chdir(REPO_ROOT)
+        with open(os.devnull, "w") as sink:
+            rc, summary = run_playbook("gpuprov.gpu.site", inventories[1::2], stdout=sink,
+                                       extra_vars={"gpuprov_waves": ["100%"]})
+        assert rc == 0 and summary["nodes"]["h100"]["status"] == "unchanged", summary
+        # include_tasks and the one read; everything else ended with the host.
+        assert summary["nodes"]["h100"]["ok"] <= 5, summary
+
+        code, status = gpuprov_status(inventories)
+        assert code == 0 and status["h100"]["status"] == "in-sync", status
+
+        # Kubelet config edited by hand: status names it, and the next converge fixes it
+        # (the fast path does not hide it).
+        config = node.private_path("/var/lib/kubelet/config.yaml")
+        config.write_text(config.read_text().replace("cpuManagerPolicy: static", "cpuManagerPolicy: none"))
+        code, status = gpuprov_status(inventories)
+        assert code == 1 and status["h100"]["status"] == "drifted", status
+        assert [item["area"] for item in status["h100"]["drift"]] == ["kubelet"], status
+        assert "cpuManagerPolicy" in status["h100"]["drift"][0]["message"]
+
+        code, output = gpuprov_apply(inventories, "--waves", "100%")
+        assert code == 0, output
+        assert progress_line("h100", "changed", "Write the kubelet config") in output, output
+        assert "cpuManagerPolicy: static" in config.read_text()
+        code, status = gpuprov_status(inventories)
+        assert code == 0 and status["h100"]["status"] == "in-sync", status

@@ -94,6 +94,9 @@ def boot_drift(plan, facts, boot, unit_name=DEFAULT_RESTORE_UNIT):
         if boot.get("unit_exists"):
             items.append(_item("boot-restore", "%s is installed although the plan enables MIG on no GPU; at boot it "
                                                "would apply a stale MIG state" % unit_name))
+        elif boot.get("state_text") is not None:
+            items.append(_item("boot-restore", "the MIG state file is still there although the plan enables MIG on "
+                                               "no GPU (a converge removes it)"))
         return items
     if not boot.get("unit_exists"):
         items.append(_item("boot-restore", "%s is missing: the MIG layout will not come back after a reboot"
@@ -161,14 +164,14 @@ def mps_drift(plan, mps):
     return []
 
 
-def node_drift(plan, record, unit_name=DEFAULT_RESTORE_UNIT):
+def node_drift(plan, record, unit_name=DEFAULT_RESTORE_UNIT, models_catalog=None):
     """Compare one node's record with its plan: {status: in-sync|drifted, drift: [items]}.
 
     Each item is {area, gpu, message}; areas: hardware, mig-mode, mig-instances, kubelet,
-    mps, boot-restore.
+    mps, boot-restore. ``models_catalog``: the host's user GPU models (user_catalog), if any.
     """
     facts = record.get("gpu_facts") or {}
-    mismatch = live.hardware_mismatch(plan, facts)
+    mismatch = live.hardware_mismatch(plan, facts, models_catalog)
     if mismatch:
         items = [_item("hardware", mismatch)]
     else:
