@@ -1,18 +1,25 @@
 """`gpuprov apply`: validate the plan, then converge the nodes with the site playbook."""
+import os
+import sys
+
 import click
 
-
-import os
-
-from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans, plan_table
+from gpuprov import options, render
+from gpuprov.cmd_plan import load_plans, plan_table
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 from gpuprov.runner import parse_waves, run_playbook
 
 
+# Variables apply passes to the playbook from its own options; -e may not change them.
+APPLY_VARS = {"gpuprov_waves": "use --waves", "gpuprov_wave_max_nodes": "use --wave-max-nodes",
+              "gpuprov_max_fail_percentage": "use --max-fail-percentage",
+              "gpuprov_hosts": "the planned GPU nodes; use --limit", "gpuprov_kubeconfig": "use --kubeconfig",
+              "gpuprov_kube_context": "use --context"}
+
+
 @click.command()
-@inventory_option
-@limit_option
-@catalog_option
+@options.inventory_options
+@options.catalog_option
 @click.option("--check", is_flag=True, help="Dry run: report per node what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show what changes (MIG instances kept/destroyed/created, kubelet keys, MPS limits).")
 @click.option("--waves", default="1,10%,100%", show_default=True, metavar="N|P%,...",
@@ -28,11 +35,12 @@ from gpuprov.runner import parse_waves, run_playbook
 @click.option("--playbook", default="gpuprov.gpu.site", show_default=True,
               help="Playbook to run: gpuprov.gpu.site, .mig, .kubelet, .mps, .device_plugin, or a path.")
 @click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes worked on at once (ansible-playbook --forks).")
-@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
-              help="Passed to ansible-playbook -e. Repeatable.")
+@options.extra_vars_option
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the plan before running.")
-def apply(inventory, limit, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage, kubeconfig, kube_context, playbook, forks,
-          extra_vars, quiet):
+@options.output_option(["table", "json"], help_text="table: the plan, progress and a summary for people; json: the "
+                       "plan and the per-node result as one JSON document on stdout (progress goes to stderr).")
+def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage, kubeconfig,
+          kube_context, playbook, forks, extra_vars, quiet, output):
     """Converge the nodes of the inventory to their plans.
 
     First renders and validates every node's plan, exactly as `gpuprov plan` does: on bad
@@ -50,10 +58,16 @@ def apply(inventory, limit, catalog_file, check, diff, waves, wave_max_nodes, ma
         batches = parse_waves(waves)
     except ValueError as exc:
         fail_bad_input(["--waves: %s" % exc])
-    fleet = load_plans(inventory, limit, catalog_file)
+    # -e values are part of the plan that is printed and validated: what runs is what was shown.
+    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file)
+    from gpuprov.planning import parse_extra_vars
+
+    owned = sorted(set(parse_extra_vars(extra_vars)) & set(APPLY_VARS))
+    if owned:
+        fail_bad_input(["-e %s: set by gpuprov apply itself (%s)" % (name, APPLY_VARS[name]) for name in owned])
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
-    if not quiet:
+    if not quiet and output == "table":
         click.echo(plan_table(fleet.result))
         click.echo("")
         click.echo("%s %d node(s) in waves %s (at most %s at once) ..." % (
@@ -71,23 +85,28 @@ def apply(inventory, limit, catalog_file, check, diff, waves, wave_max_nodes, ma
         variables["gpuprov_kubeconfig"] = kubeconfig
     if kube_context:
         variables["gpuprov_kube_context"] = kube_context
-    extra_args = []
+    extra_args = vault.playbook_args()
     for item in extra_vars:
         extra_args += ["-e", item]
     try:
         rc, summary = run_playbook(playbook, list(inventory), limit=limit, check=check, diff=diff,
-                                   extra_vars=variables, forks=forks, extra_args=extra_args)
+                                   extra_vars=variables, forks=forks, extra_args=extra_args,
+                                   stdout=sys.stderr if output == "json" else None)
     except FileNotFoundError as exc:
         fail_bad_input([str(exc)])
 
     nodes = (summary or {}).get("nodes", {})
     not_run = sorted(set(fleet.nodes) - set(nodes)) if nodes else []
-    if not_run:
+    if not_run and output == "table":
         click.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
     counts = {}
     for node in nodes.values():
         counts[node["status"]] = counts.get(node["status"], 0) + 1
     bad = counts.get("failed", 0) + counts.get("unreachable", 0)
+    if output == "json":
+        click.echo(render.to_json({"check_mode": check, "plan": fleet.result, "nodes": nodes, "not_run": not_run,
+                                   "summary": dict(sorted(counts.items())), "ansible_rc": rc}))
+        raise SystemExit(EXIT_FAILED if rc != 0 or bad or not_run else EXIT_OK)
     click.echo("")
     click.echo("gpuprov apply%s: %s" % (" --check" if check else "", ", ".join(
         "%d %s" % (n, s if not (check and s == "changed") else "would change") for s, n in sorted(counts.items()))

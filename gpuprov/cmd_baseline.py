@@ -15,7 +15,7 @@ import tempfile
 import click
 
 from gpuprov import diagnose as diag
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 from gpuprov.runner import run_playbook
 
@@ -89,8 +89,9 @@ def render_table(summary):
 
 
 def _check_inventory(inventory, problems):
-    if not os.path.exists(inventory) and "," not in inventory:
-        problems.append("%s: inventory not found; give a file or folder, or a comma-separated host list" % inventory)
+    for source in inventory:
+        if not os.path.exists(source) and "," not in source:
+            problems.append("%s: inventory not found; give a file or folder, or a comma-separated host list" % source)
 
 
 def _explain_rc(rc, summary):
@@ -100,11 +101,8 @@ def _explain_rc(rc, summary):
             click.echo("gpuprov baseline: no node was reached; see Ansible's output above", err=True)
 
 
-inventory_option = click.option("-i", "--inventory", required=True, metavar="INVENTORY",
-                                help="Ansible inventory of the GPU nodes.")
-limit_option = click.option("-l", "--limit", metavar="PATTERN", help="Only these hosts or groups (ansible-playbook -l).")
-output_option = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
-                             show_default=True)
+# Every subcommand reads an inventory (-i, -l, vault options) and prints results (-o json).
+output_option = options.output_option(["table", "json"])
 
 
 @click.group("baseline")
@@ -122,8 +120,7 @@ def baseline():
 
 
 @baseline.command("record")
-@inventory_option
-@limit_option
+@options.inventory_options
 @click.option("--duration", required=True, type=click.IntRange(1, 86400), metavar="SECONDS",
               help="How long to record.")
 @click.option("--interval", default=1, show_default=True, type=click.IntRange(1, 3600), metavar="SECONDS",
@@ -132,7 +129,7 @@ def baseline():
 @click.option("--out", "out_dir", metavar="DIR",
               help="Keep the CSV files here as DIR/utilization/<host>.csv; by default they are deleted "
                    "after the summary.")
-def record(inventory, limit, duration, interval, output, out_dir):
+def record(inventory, limit, vault, duration, interval, output, out_dir):
     """Record GPU utilisation for a while and summarise it per node and GPU.
 
     Runs the collection's playbook gpuprov.gpu.baseline (nvidia-smi --query-gpu=...
@@ -158,7 +155,7 @@ def record(inventory, limit, duration, interval, output, out_dir):
     try:
         extra = {"gpuprov_baseline_duration": duration, "gpuprov_baseline_interval": interval,
                  "gpuprov_baseline_dest": dest}
-        rc, run_summary = _run_with_extra(PLAYBOOK, inventory, limit, extra, (), output)
+        rc, run_summary = _run_with_extra(PLAYBOOK, inventory, limit, vault, extra, (), output)
         try:
             samples = read_samples(dest)
         except diag.SnapshotError as error:
@@ -214,14 +211,12 @@ def _print_nodes(results, output, extra=None):
 
 
 @baseline.command("start")
-@inventory_option
-@limit_option
+@options.inventory_options
 @click.option("--interval", default="5s", show_default=True, metavar="DURATION",
               help="Time between samples: whole seconds or minutes, 1s..60m.")
-@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
-              help="Passed to ansible-playbook -e (e.g. gpuprov_baseline_dir). Repeatable.")
+@options.playbook_extra_vars_option
 @output_option
-def start(inventory, limit, interval, extra_vars, output):
+def start(inventory, limit, vault, interval, extra_vars, output):
     """Install and start gpuprov-baseline.service on every node: it appends one sample
     per GPU every INTERVAL to /var/lib/gpuprov/baseline/samples.csv (rotated, 8 x 64 MiB
     at most) until `gpuprov baseline stop`. Sampling goes on when this command ends, the
@@ -238,7 +233,7 @@ def start(inventory, limit, interval, extra_vars, output):
         problems.append("--interval: %s" % error)
     if problems:
         fail_bad_input(problems, header="gpuprov baseline start: cannot start:")
-    rc, summary = _run_with_extra(START_PLAYBOOK, inventory, limit, {"gpuprov_baseline_interval": seconds},
+    rc, summary = _run_with_extra(START_PLAYBOOK, inventory, limit, vault, {"gpuprov_baseline_interval": seconds},
                                   extra_vars, output)
     results = node_results([], summary, rc)
     _explain_rc(rc, summary)
@@ -247,12 +242,12 @@ def start(inventory, limit, interval, extra_vars, output):
         raise SystemExit(EXIT_FAILED)
 
 
-def _run_with_extra(playbook, inventory, limit, variables, extra_vars, output):
-    args = []
+def _run_with_extra(playbook, inventory, limit, vault, variables, extra_vars, output):
+    args = vault.playbook_args()
     for item in extra_vars:
         args += ["-e", item]
     try:
-        return run_playbook(playbook, [inventory], limit=limit, extra_vars=variables, extra_args=args,
+        return run_playbook(playbook, list(inventory), limit=limit, extra_vars=variables, extra_args=args,
                             stdout=sys.stderr if output == "json" else None)
     except FileNotFoundError as error:
         click.echo("gpuprov baseline: %s" % error, err=True)
@@ -260,12 +255,10 @@ def _run_with_extra(playbook, inventory, limit, variables, extra_vars, output):
 
 
 @baseline.command("stop")
-@inventory_option
-@limit_option
-@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
-              help="Passed to ansible-playbook -e. Repeatable.")
+@options.inventory_options
+@options.playbook_extra_vars_option
 @output_option
-def stop(inventory, limit, extra_vars, output):
+def stop(inventory, limit, vault, extra_vars, output):
     """Stop gpuprov-baseline.service and remove it and its sampler from every node. The
     samples stay on the node until collected (gpuprov_baseline_remove_samples=true removes
     them too).
@@ -276,7 +269,7 @@ def stop(inventory, limit, extra_vars, output):
     _check_inventory(inventory, problems)
     if problems:
         fail_bad_input(problems, header="gpuprov baseline stop: cannot start:")
-    rc, summary = _run_with_extra(STOP_PLAYBOOK, inventory, limit, {}, extra_vars, output)
+    rc, summary = _run_with_extra(STOP_PLAYBOOK, inventory, limit, vault, {}, extra_vars, output)
     results = node_results([], summary, rc)
     _explain_rc(rc, summary)
     _print_nodes(results, output)
@@ -300,14 +293,12 @@ def join_rotated(raw_dir):
 
 
 @baseline.command("collect")
-@inventory_option
-@limit_option
+@options.inventory_options
 @click.option("--out", "out_dir", required=True, metavar="DIR",
               help="Snapshot folder: writes DIR/utilization/<node>.csv and DIR/facts/<node>.json.")
-@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
-              help="Passed to ansible-playbook -e (e.g. gpuprov_baseline_dir). Repeatable.")
+@options.playbook_extra_vars_option
 @output_option
-def collect(inventory, limit, out_dir, extra_vars, output):
+def collect(inventory, limit, vault, out_dir, extra_vars, output):
     """Fetch what gpuprov-baseline.service has recorded so far, and each node's GPU facts,
     into the snapshot folder DIR that `gpuprov diagnose --snapshot DIR` reads (add
     nodes.json, pods.json and events.json with kubectl) or `--gpu-data DIR` in live mode.
@@ -325,7 +316,7 @@ def collect(inventory, limit, out_dir, extra_vars, output):
     dest = os.path.abspath(out_dir)
     for sub in ("raw", "facts", "utilization"):
         os.makedirs(os.path.join(dest, sub), exist_ok=True)
-    rc, summary = _run_with_extra(COLLECT_PLAYBOOK, inventory, limit, {"gpuprov_baseline_dest": dest},
+    rc, summary = _run_with_extra(COLLECT_PLAYBOOK, inventory, limit, vault, {"gpuprov_baseline_dest": dest},
                                   extra_vars, output)
     results = node_results([], summary, rc)
     for host, result in results.items():

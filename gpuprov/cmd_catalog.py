@@ -2,7 +2,7 @@
 import click
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog as catalog_mod
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
 
 
@@ -43,10 +43,8 @@ def _model_table(data):
 
 @click.command()
 @click.argument("model", required=False)
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
-              help="Output format.")
-@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A YAML file of GPU models to add to the built-in ones (checked like them).")
+@options.output_option(["table", "json", "yaml"])
+@options.catalog_option
 def catalog(model, output, catalog_file):
     """List GPU models, or show one MODEL's MIG profiles and placements.
 

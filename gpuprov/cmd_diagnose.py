@@ -6,13 +6,42 @@ import tempfile
 
 import click
 
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
 from gpuprov import diagnose as diag
+from gpuprov import options
 from gpuprov.diagnose import html_report, prometheus
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 
 class ClusterError(Exception):
     """The live cluster could not be read (not bad input: the command may work on retry)."""
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig that is missing, unreadable or malformed: bad input (exit 2)."""
+
+
+def check_kubeconfig(path=None):
+    """Read the kubeconfig with the bounds of every input file and check its shape, so a
+    malformed one is exit 2 naming the file, not a traceback from the client."""
+    if path is None:
+        env = os.environ.get("KUBECONFIG", "")
+        path = env.split(os.pathsep)[0] if env else os.path.expanduser("~/.kube/config")
+    if not os.path.exists(path):
+        raise KubeconfigError("kubeconfig %s: no such file" % path)
+    try:
+        data = safe_files.load(path, kind="yaml")
+    except safe_files.FileInputError as error:
+        raise KubeconfigError("kubeconfig %s" % error) from None
+    if not isinstance(data, dict):
+        raise KubeconfigError("kubeconfig %s: expected a mapping (apiVersion: v1, kind: Config)" % path)
+    for key in ("clusters", "contexts", "users"):
+        value = data.get(key)
+        if value is not None and (not isinstance(value, list) or not all(
+                isinstance(item, dict) and isinstance(item.get("name"), str) for item in value)):
+            raise KubeconfigError("kubeconfig %s: %s: expected a list of {name, ...}" % (path, key))
+    return data
 
 
 def fetch_cluster(kubeconfig=None, context=None):
@@ -24,10 +53,12 @@ def fetch_cluster(kubeconfig=None, context=None):
         raise ClusterError("the kubernetes Python client is not installed; install it with "
                            "`pip install 'gpuprov[cluster]'`, or export a snapshot with kubectl and use "
                            "--snapshot DIR") from None
+    check_kubeconfig(kubeconfig)
     try:
         api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (ConfigException, OSError) as error:
-        raise ClusterError("kubeconfig %s%s: %s" % (kubeconfig or "(default: $KUBECONFIG or ~/.kube/config)",
+    except (ConfigException, OSError, TypeError, ValueError, AttributeError, KeyError) as error:
+        # The client raises these for a kubeconfig whose fields have the wrong shape.
+        raise KubeconfigError("kubeconfig %s%s: %s" % (kubeconfig or "(default: $KUBECONFIG or ~/.kube/config)",
                                                     " context %s" % context if context else "", error)) from None
     core = client.CoreV1Api(api_client)
     try:
@@ -248,8 +279,7 @@ def render_table(report):
 @click.option("--gpu-data", metavar="DIR",
               help="Folder with facts/<node>.json and utilization/<node>.csv (e.g. from `gpuprov baseline collect "
                    "--out DIR`); in live mode the only source of GPU figures.")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="table for people, json for tools (schema gpuprov.diagnose/v1).")
+@options.output_option(["table", "json"], help_text="table for people, json for tools (schema gpuprov.diagnose/v1).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Read GPU and MIG-instance activity from dcgm-exporter's metrics in this Prometheus "
                    "(e.g. http://prometheus:9090).")
@@ -328,13 +358,16 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since,
         report = diag.diagnose(snapshot, max_replicas=max_replicas)
     except diag.SnapshotError as error:
         fail_bad_input(error.problems, header="gpuprov diagnose: cannot use this input:")
+    except KubeconfigError as error:
+        fail_bad_input([str(error)], header="gpuprov diagnose: cannot use this input:")
     except (ClusterError, prometheus.PrometheusError) as error:
-        click.echo("gpuprov diagnose: %s" % error, err=True)
+        click.echo("gpuprov diagnose: %s" % escape(str(error)), err=True)
         raise SystemExit(EXIT_FAILED) from None
     if report_path:
         write_report(report_path, html_report.render(report, snapshot))
     if output == "json":
-        click.echo(json.dumps(report, indent=2, sort_keys=False))
+        # Strict JSON (RFC 8259): no NaN or Infinity, which json.dumps would otherwise write.
+        click.echo(json.dumps(report, indent=2, sort_keys=False, allow_nan=False))
     else:
         click.echo(render_table(report))
         if report_path:

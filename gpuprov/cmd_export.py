@@ -8,8 +8,8 @@ import tempfile
 
 import click
 
-from gpuprov import render
-from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans
+from gpuprov import options, render
+from gpuprov.cmd_plan import load_plans
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 KINDS = ("device-plugin", "mig-parted", "helm-values", "hami")
@@ -25,6 +25,11 @@ class ExportFile:
         self.stdout = stdout
 
 
+def _node_names(nodes):
+    """host -> Kubernetes node name (gpuprov_node_name, else the host name) for every plan."""
+    return dict((host, plan.get("node_name", host)) for host, plan in nodes.items())
+
+
 def _yaml_file(name, comment_lines, documents):
     header = "".join("# %s\n" % line for line in comment_lines)
     body = "---\n".join(render.to_yaml(doc) for doc in documents)
@@ -35,7 +40,7 @@ def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
     nodes = fleet.result["nodes"]
     configmap = cluster.device_plugin_configmap(nodes, configs, default_config=default_config,
                                                 namespace=namespace or cluster.DEVICE_PLUGIN_NAMESPACE)
-    patches = cluster.node_label_patches(nodes)
+    patches = cluster.node_label_patches(nodes, _node_names(nodes))
     name = configmap["metadata"]["name"]
     return [
         _yaml_file("device-plugin-configmap.yaml", [
@@ -60,7 +65,7 @@ def _mig_parted_files(cluster, fleet, namespace):
     document, assignment = cluster.mig_parted_export(fleet.result["nodes"])
     if not assignment:
         fail_bad_input(["no planned node has MIG-capable GPUs; there is nothing to export for mig-parted"])
-    patches = cluster.mig_config_label_patches(assignment)
+    patches = cluster.mig_config_label_patches(assignment, _node_names(fleet.result["nodes"]))
     configmap = cluster.mig_parted_configmap(document, namespace=namespace or cluster.GPU_OPERATOR_NAMESPACE)
     return [
         _yaml_file("mig-parted.yaml", [
@@ -122,9 +127,10 @@ def _hami_files(cluster, fleet, namespace):
         fail_bad_input(["no planned node uses strategy hami; there is nothing to export for HAMi"])
     namespace = namespace or hami_cluster.NAMESPACE
     try:
-        configmap = hami_cluster.configmap(nodes, namespace=namespace)
-        patches = hami_cluster.label_patches(nodes)
-        values = hami_cluster.values(nodes)
+        node_names = _node_names(nodes)
+        configmap = hami_cluster.configmap(nodes, node_names, namespace=namespace)
+        patches = hami_cluster.label_patches(nodes, node_names)
+        values = hami_cluster.values(nodes, node_names)
     except hami_cluster.HamiRenderError as exc:
         raise cluster.ClusterRenderError(exc.problems)
     chart = "%s/%s" % (hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_NAME)
@@ -180,19 +186,21 @@ def write_atomically(directory, export_file):
 
 
 @click.command()
-@inventory_option
-@limit_option
-@catalog_option
+@options.inventory_options
+@options.catalog_option
 @click.argument("kind", type=click.Choice(KINDS))
-@click.option("-o", "--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write the files into DIR (created if missing). Without it, the YAML files go to stdout "
-                   "as one multi-document stream.")
+@click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write the files into DIR (created if missing). Without it, the files go to stdout "
+                   "in the format -o gives.")
+@options.output_option(["yaml", "json"], default="yaml",
+                       help_text="Format on stdout: yaml, one multi-document stream of the YAML files; json, "
+                                 "{kind, files: [{name, content, executable}]} with every file, scripts included.")
 @click.option("-n", "--namespace", metavar="NAMESPACE",
               help="Namespace of the exported ConfigMap [device-plugin, helm-values: nvidia-device-plugin; "
                    "mig-parted: gpu-operator; hami: kube-system].")
 @click.option("--default-config", default="exclusive", show_default=True, metavar="NAME",
               help="The device-plugin config of nodes without a label (config.default).")
-def export(inventory, limit, catalog_file, kind, output_dir, namespace, default_config):
+def export(inventory, limit, vault, catalog_file, kind, output_dir, output, namespace, default_config):
     """Export the fleet plan for the cluster and for NVIDIA's tools.
 
     \b
@@ -212,12 +220,13 @@ def export(inventory, limit, catalog_file, kind, output_dir, namespace, default_
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
-    fleet = load_plans(inventory, limit, catalog_file)
+    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
     configs = dict(fleet.result["device_plugin_configs"])
     if limit and kind != "mig-parted":
         # The ConfigMap is cluster-wide: an export for some hosts keeps the configs of every
         # inventory node (labels are written for the selected hosts only).
-        configs = dict(load_plans(inventory, None, catalog_file).result["device_plugin_configs"], **configs)
+        configs = dict(load_plans(inventory, None, vault, catalog_file=catalog_file).result["device_plugin_configs"],
+                       **configs)
     try:
         if kind == "device-plugin":
             files = _device_plugin_files(cluster, fleet, configs, namespace, default_config)
@@ -230,6 +239,10 @@ def export(inventory, limit, catalog_file, kind, output_dir, namespace, default_
     except cluster.ClusterRenderError as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
 
+    if output_dir is None and output == "json":
+        click.echo(render.to_json({"kind": kind, "files": [
+            {"name": f.name, "content": f.text, "executable": f.executable} for f in files]}, depth=1))
+        return
     if output_dir is None:
         click.echo("---\n".join("# gpuprov export %s: %s\n%s" % (kind, f.name, f.text) for f in files if f.stdout), nl=False)
         return

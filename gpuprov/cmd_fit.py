@@ -5,7 +5,7 @@ import tempfile
 import click
 
 from gpuprov import fit as fit_mod
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
 
 
@@ -54,13 +54,12 @@ def write_atomically(path, text):
 
 @click.command()
 @click.argument("workloads_file", metavar="WORKLOADS_FILE")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml", "inventory", "pods"]), default="table",
-              show_default=True,
-              help="table for people; json/yaml for tools; inventory: an Ansible inventory `gpuprov plan -i` reads; "
-                   "pods: one Deployment per workload with the resources and node fit chose.")
+@options.output_option(["table", "json", "yaml", "inventory", "pods"],
+                       help_text="table for people; json/yaml for tools; inventory: an Ansible inventory "
+                                 "`gpuprov plan -i` reads; pods: one Deployment per workload with the resources "
+                                 "and node fit chose.")
 @click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods).")
-@click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A YAML file of GPU models to add to the built-in catalog (pool models may name them).")
+@options.catalog_option
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
 @click.option("--method", type=click.Choice(fit_mod.METHODS), default="auto", show_default=True,

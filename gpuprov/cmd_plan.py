@@ -1,7 +1,7 @@
 """`gpuprov plan`: render and validate every node's plan, offline."""
 import click
 
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
 
 
@@ -90,37 +90,35 @@ def plan_table(result):
     return "\n".join(lines)
 
 
-def load_plans(inventory, limit, catalog_file=None):
-    """Plans for the inventory, or exit 2 with every problem listed."""
+def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
+    """Plans for the inventory, or exit 2 with every problem listed.
+
+    ``vault``: options.Vault; ``extra_vars``: -e items, which override the inventory's
+    variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog.
+    """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
-    from gpuprov.planning import PlanningFailed, plan_inventory
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from gpuprov.planning import ExtraVarsError, PlanningFailed, parse_extra_vars, plan_inventory
 
     try:
-        return plan_inventory(list(inventory), limit, catalog_file)
+        variables = parse_extra_vars(extra_vars)
+        return plan_inventory(list(inventory), limit, vault=vault.reader_options() if vault else None,
+                              extra_vars=variables, catalog_file=catalog_file)
+    except ExtraVarsError as exc:
+        fail_bad_input([escape(exc)])
     except InventoryError as exc:
-        fail_bad_input([str(exc)])
+        fail_bad_input([escape(exc)])
     except PlanningFailed as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was planned or changed:"
                        % len(exc.problems))
 
 
-inventory_option = click.option(
-    "-i", "--inventory", "inventory", multiple=True, required=True, metavar="INVENTORY",
-    help="Ansible inventory (file, folder or plugin config), as for ansible-playbook -i. Repeatable.")
-catalog_option = click.option(
-    "--catalog", "catalog_file", type=click.Path(dir_okay=False), metavar="FILE",
-    help="A YAML file of GPU models to add to the built-in catalog (as gpuprov_catalog_file does per host).")
-limit_option = click.option("-l", "--limit", metavar="PATTERN",
-                            help="Only these hosts (an Ansible host pattern, e.g. 'gpu_a100:!gpu-a100-02').")
-
-
 @click.command()
-@inventory_option
-@limit_option
-@catalog_option
-@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True,
-              help="table for people; json/yaml for tools (see the JSON contract in the README).")
-def plan(inventory, limit, catalog_file, output):
+@options.inventory_options
+@options.catalog_option
+@options.output_option(["table", "yaml", "json"],
+                       help_text="table for people; json/yaml for tools (see the JSON contract in the README).")
+def plan(inventory, limit, vault, catalog_file, output):
     """Render and validate every node's plan from the inventory, offline.
 
     Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
@@ -132,5 +130,5 @@ def plan(inventory, limit, catalog_file, output):
     Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
     `HOST: FIELD: reason`.
     """
-    fleet = load_plans(inventory, limit, catalog_file)
+    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
     render.emit(fleet.result, output, plan_table)

@@ -6,7 +6,7 @@ import click
 
 from gpuprov import diagnose as diag
 from gpuprov import pool as capacity
-from gpuprov import render
+from gpuprov import options, render
 from gpuprov.cmd_diagnose import ClusterError, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 from gpuprov.diagnose.snapshot_loader import _read_json as read_json
@@ -65,7 +65,7 @@ def render_table(report):
               help="Only where a workload of this GPU memory fits now (20GiB, 20GB, or a bare number of GiB).")
 @click.option("--isolation", type=click.Choice(["hard", "soft"]),
               help="With --fits: hard = a MIG instance or an unshared whole GPU; soft = any slot.")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@options.output_option(["table", "json"])
 def pool(snapshot_dir, kubeconfig, context, fits_memory, isolation, output):
     """Show where GPU capacity is: per node and resource, allocatable, allocated, free,
     and the GPU memory each slot offers (GiB/SLOT) and all free slots together (FREE GiB).

@@ -6,8 +6,9 @@ import tempfile
 
 import click
 
-from gpuprov import render
-from gpuprov.cmd_plan import catalog_option, inventory_option, limit_option, load_plans
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.file_names import safe_file_name
+from gpuprov import options, render
+from gpuprov.cmd_plan import load_plans
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 from gpuprov.runner import run_playbook
 
@@ -20,7 +21,7 @@ def collect(hosts, directory, summary):
     ran = (summary or {}).get("nodes", {})
     nodes = {}
     for host in hosts:
-        path = os.path.join(directory, "%s.json" % host)
+        path = os.path.join(directory, "%s.json" % safe_file_name(host))
         run = ran.get(host) or {}
         if run.get("status") == "unreachable":
             nodes[host] = {"status": UNREACHABLE, "drift": [], "message": run.get("failed") or "unreachable"}
@@ -46,7 +47,8 @@ def status_table(result):
     rows = []
     for host, node in result["nodes"].items():
         lines = [item["message"] for item in node["drift"]] or [node["message"] or "-"]
-        rows.append([host, node["status"], lines[0]])
+        name = node.get("node_name", host)
+        rows.append([host if name == host else "%s (node %s)" % (host, name), node["status"], lines[0]])
         rows.extend(["", "", line] for line in lines[1:])
     text = render.table(["NODE", "STATUS", "WHAT"], rows)
     counts = result["summary"]
@@ -56,15 +58,13 @@ def status_table(result):
 
 
 @click.command()
-@inventory_option
-@limit_option
-@catalog_option
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="table for people; json for tools (Ansible's progress then goes to stderr).")
+@options.inventory_options
+@options.catalog_option
+@options.output_option(["table", "json"],
+                       help_text="table for people; json for tools (Ansible's progress then goes to stderr).")
 @click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes read at once (ansible-playbook --forks).")
-@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE",
-              help="Passed to ansible-playbook -e (e.g. gpuprov_sysfs_root). Repeatable.")
-def status(inventory, limit, catalog_file, output, forks, extra_vars):
+@options.extra_vars_option
+def status(inventory, limit, vault, catalog_file, output, forks, extra_vars):
     """Check that every node is still what its plan says, changing nothing.
 
     Plans every node as `gpuprov plan` does, then reads each one over Ansible in check mode
@@ -84,10 +84,10 @@ def status(inventory, limit, catalog_file, output, forks, extra_vars):
     Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
     read; 2 bad input.
     """
-    fleet = load_plans(inventory, limit, catalog_file)
+    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file)
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
-    extra_args = []
+    extra_args = vault.playbook_args()
     for item in extra_vars:
         extra_args += ["-e", item]
     with tempfile.TemporaryDirectory(prefix="gpuprov-status-") as directory:
@@ -102,6 +102,8 @@ def status(inventory, limit, catalog_file, output, forks, extra_vars):
         except FileNotFoundError as exc:
             fail_bad_input([str(exc)])
         nodes = collect(sorted(fleet.nodes), directory, summary)
+    for host, node in nodes.items():
+        node["node_name"] = fleet.nodes[host].get("node_name", host)
     if rc != 0 and not (summary or {}).get("nodes"):
         click.echo("ansible-playbook exited with %d before any node was read" % rc, err=True)
     result = {"nodes": nodes, "summary": summarize(nodes)}

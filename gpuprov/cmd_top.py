@@ -6,13 +6,12 @@ import time
 
 import click
 
+from gpuprov import options
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 
 
 @click.command("top")
-@click.option("-i", "--inventory", "inventory", multiple=True, required=True, metavar="INVENTORY",
-              help="Ansible inventory (as for ansible-playbook -i). Repeatable.")
-@click.option("-l", "--limit", metavar="PATTERN", help="Only these hosts (an Ansible host pattern).")
+@options.inventory_options
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(0.5, 60), metavar="SECONDS",
               help="Seconds between samples on each node.")
 @click.option("--once", is_flag=True, help="Print one sample of every node and exit (for scripts).")
@@ -21,8 +20,8 @@ from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 @click.option("--known-hosts", "known_hosts", multiple=True, metavar="FILE",
               help="known_hosts file(s) to check host keys against (default: the inventory's "
                    "UserKnownHostsFile, else ~/.ssh/known_hosts). Repeatable.")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def top(inventory, limit, interval, once, frames, known_hosts, output):
+@options.output_option(["table", "json"], help_text="table: a live view for people; json: one sample (with --once).")
+def top(inventory, limit, vault, interval, once, frames, known_hosts, output):
     """Show utilisation, memory and processes of every GPU and MIG instance, live.
 
     Opens one SSH session per node with paramiko (the inventory's ansible_host,
@@ -48,7 +47,7 @@ def top(inventory, limit, interval, once, frames, known_hosts, output):
     if problems:
         fail_bad_input(problems, header="gpuprov top: cannot start:")
     try:
-        targets = connections.load_targets(list(inventory), limit, list(known_hosts))
+        targets = connections.load_targets(list(inventory), limit, list(known_hosts), vault=vault.reader_options())
     except InventoryError as error:
         fail_bad_input(str(error).splitlines(), header="gpuprov top: cannot read the inventory:")
     streams = {t.name: connections.Stream(t, interval).start() for t in targets}

@@ -4,6 +4,50 @@ import time
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as intent_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import inventory as inventory_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import planner
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
+
+
+class ExtraVarsError(ValueError):
+    """An -e item that does not read as variables; the message names the item."""
+
+
+def parse_extra_vars(items):
+    """ansible-playbook -e items (KEY=VALUE ..., @FILE, or a YAML/JSON mapping) -> one dict.
+
+    Later items win, as in ansible-playbook (ansible/utils/vars.py load_extra_vars). Files
+    are read with the same bounds as every other input file.
+    """
+    from ansible.parsing.splitter import parse_kv
+
+    result = {}
+    for item in items or ():
+        text = str(item)
+        if text.startswith("@"):
+            try:
+                data = safe_files.load(text[1:])
+            except safe_files.FileInputError as exc:
+                raise ExtraVarsError("-e %s: %s" % (text, exc.reason))
+            where = text
+        elif text.lstrip().startswith(("{", "[")):
+            try:
+                data = safe_files.parse_yaml(text, "-e")
+            except safe_files.FileInputError as exc:
+                raise ExtraVarsError("-e %s" % exc.reason)
+            where = "-e"
+        else:
+            try:
+                data = parse_kv(text)
+            except Exception as exc:  # ansible raises AnsibleParserError and friends
+                raise ExtraVarsError("-e %r: %s" % (text[:80], exc))
+            if "_raw_params" in data:
+                raise ExtraVarsError("-e %r: expected KEY=VALUE, @FILE or a YAML/JSON mapping" % text[:80])
+            where = "-e"
+        if data is None:
+            continue
+        if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+            raise ExtraVarsError("%s: extra vars must be a mapping of variable names to values" % where)
+        result.update(data)
+    return result
 
 
 class PlanningFailed(Exception):
@@ -37,19 +81,29 @@ def load_user_catalog(path):
         raise PlanningFailed(exc.problems)
 
 
-def plan_inventory(sources, limit=None, catalog_file=None):
+def plan_inventory(sources, limit=None, vault=None, extra_vars=None, catalog_file=None):
     """Read the inventory with Ansible's InventoryManager and plan every GPU node.
 
+    ``vault``: inventory_mod.VaultOptions; ``extra_vars``: variables that override the
+    inventory's, as ansible-playbook -e does (so `apply -e` plans what it runs).
     Raises inventory_mod.InventoryError for an unreadable inventory and PlanningFailed with
     every problem found (not only the first) for bad GPU settings.
     """
     started = time.monotonic()
     user_models = load_user_catalog(catalog_file)
-    host_vars, skipped, base_dir = inventory_mod.load_host_vars(sources, limit)
+    hosts, skipped = inventory_mod.load_inventory(sources, limit, vault=vault, extra_vars=extra_vars)
     intents, problems = [], []
     file_cache = {}
-    for host, variables in host_vars:
-        node_intent, node_problems = intent_mod.parse_intent(host, variables, base_dir, file_cache, user_models)
+    secrets = []
+    for host_vars in hosts:
+        secrets.extend(host_vars.secrets)
+        if host_vars.problems:
+            # A variable that could not be rendered: the host's other checks would only
+            # repeat it ("gpuprov_gpu_model: required"), so its render problems stand alone.
+            problems.extend(intent_mod.Problem(host_vars.host, name, reason) for name, reason in host_vars.problems)
+            continue
+        node_intent, node_problems = intent_mod.parse_intent(host_vars.host, host_vars.variables, host_vars.base_dir,
+                                                             file_cache, user_models)
         problems.extend(node_problems)
         if node_intent is not None:
             intents.append(node_intent)
@@ -57,8 +111,16 @@ def plan_inventory(sources, limit=None, catalog_file=None):
     problems.extend(plan_problems)
     if problems:
         # Inventory order, so each host's problems read together whatever step found them.
-        order = dict((host, i) for i, (host, _vars) in enumerate(host_vars))
+        order = dict((h.host, i) for i, h in enumerate(hosts))
         problems.sort(key=lambda p: order.get(p.host, len(order)))
-        raise PlanningFailed([str(p) for p in problems])
+        raise PlanningFailed([redact(str(p), secrets) for p in problems])
     result["skipped_hosts"] = skipped
     return FleetPlan(result, skipped, time.monotonic() - started)
+
+
+def redact(text, secrets):
+    """``text`` with every vault-decrypted value replaced: an error never prints a secret."""
+    for secret in sorted(set(s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "<vaulted>")
+        text = text.replace(repr(secret)[1:-1], "<vaulted>")
+    return text

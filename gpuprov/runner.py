@@ -62,20 +62,30 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
     argv += list(extra_args)
     argv.append(playbook)
 
-    handle, summary_path = tempfile.mkstemp(prefix="gpuprov-summary-", suffix=".json")
-    os.close(handle)
-    os.unlink(summary_path)
+    # The summary lives in a folder only this user can enter (mkdtemp: mode 0700), and the
+    # callback opens it with O_NOFOLLOW: no other local user can plant or read it.
+    private_dir = tempfile.mkdtemp(prefix="gpuprov-run-")
+    summary_path = os.path.join(private_dir, "summary.json")
     run_env = dict(os.environ if env is None else env)
     run_env["ANSIBLE_STDOUT_CALLBACK"] = CALLBACK
     run_env["GPUPROV_SUMMARY_FILE"] = summary_path
     run_env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     try:
         proc = subprocess.run(argv, env=run_env, check=False, stdout=stdout)
-        summary = None
-        if os.path.exists(summary_path):
-            with open(summary_path) as summary_file:
-                summary = json.load(summary_file)
-        return proc.returncode, summary
+        return proc.returncode, read_summary(summary_path)
     finally:
-        if os.path.exists(summary_path):
-            os.unlink(summary_path)
+        shutil.rmtree(private_dir, ignore_errors=True)
+
+
+def read_summary(path):
+    """The callback's JSON summary, or None when the run wrote none (or not a readable one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd) as handle:
+        try:
+            data = json.load(handle)
+        except ValueError:
+            return None
+    return data if isinstance(data, dict) else None

@@ -533,7 +533,7 @@ def test_missing_snapshot_folder_and_files(tmp_path, snapshot_copy):
 def test_invalid_json_names_line_and_column(snapshot_copy):
     path = snapshot_copy("placement_selector")
     (path / "pods.json").write_text('{"kind": "List", "items": [\n  {"kind": "Pod",,}\n]}')
-    _bad(path, "pods.json: invalid JSON at line 2 column")
+    _bad(path, "pods.json: not valid JSON: Expecting property name enclosed in double quotes: line 2 column")
 
 
 def test_wrong_kind_is_named(snapshot_copy):
@@ -573,7 +573,7 @@ def test_bad_facts_and_utilization_files(snapshot_copy):
     dump(path / "facts" / "gpu-a100-01.json", facts)
     with open(path / "utilization" / "gpu-a100-01.csv", "a") as handle:
         handle.write("garbage\n")
-    _bad(path, "facts/gpu-a100-01.json: gpus[2].memory_used_mib: expected a number, got '9 GiB'",
+    _bad(path, "facts/gpu-a100-01.json: gpus[2].memory_used_mib: expected a finite number, got '9 GiB'",
          "utilization/gpu-a100-01.csv: line 241: expected 6 fields")
     dump(path / "facts" / "gpu-a100-01.json", {"failed": True, "msg": "NVML: driver not loaded"})
     _bad(path, "facts/gpu-a100-01.json: the gpu_facts run failed on this node: NVML: driver not loaded")
@@ -691,8 +691,18 @@ class _FakeCoreV1Api:
         return self.documents["events"]
 
 
-def test_live_mode_reads_the_cluster_through_the_kubernetes_client(monkeypatch):
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: me, user: {token: x}}]
+contexts: [{name: lab, context: {cluster: lab, user: me}}]
+current-context: lab
+"""
+
+
+def test_live_mode_reads_the_cluster_through_the_kubernetes_client(monkeypatch, tmp_path):
     kubernetes = pytest.importorskip("kubernetes")
+    (tmp_path / "kc").write_text(KUBECONFIG)
     seen = {}
 
     def new_client(config_file=None, context=None):
@@ -703,9 +713,9 @@ def test_live_mode_reads_the_cluster_through_the_kubernetes_client(monkeypatch):
                                 for name in ("nodes", "pods", "events")}
     monkeypatch.setattr(kubernetes.config, "new_client_from_config", new_client)
     monkeypatch.setattr(kubernetes.client, "CoreV1Api", _FakeCoreV1Api)
-    code, out, err = run_cli("--kubeconfig", "/tmp/kc", "--context", "lab", "-o", "json")
+    code, out, err = run_cli("--kubeconfig", str(tmp_path / "kc"), "--context", "lab", "-o", "json")
     assert code == 0, err
-    assert seen == {"config_file": "/tmp/kc", "context": "lab"}
+    assert seen == {"config_file": str(tmp_path / "kc"), "context": "lab"}
     live = json.loads(out)
     offline = report_for(fixture("placement_taint"))
     assert [(p["name"], p["check"]) for p in live["pods"]] == [(p["name"], p["check"]) for p in offline["pods"]]
@@ -713,15 +723,18 @@ def test_live_mode_reads_the_cluster_through_the_kubernetes_client(monkeypatch):
     assert any("--gpu-data" in note for note in live["notes"])
 
 
-def test_live_mode_errors_are_clear(monkeypatch):
+def test_live_mode_errors_are_clear(monkeypatch, tmp_path):
     kubernetes = pytest.importorskip("kubernetes")
 
     def broken(config_file=None, context=None):
         raise kubernetes.config.ConfigException("Invalid kube-config file. No configuration found.")
 
+    (tmp_path / "kc").write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kc"))
     monkeypatch.setattr(kubernetes.config, "new_client_from_config", broken)
     code, _out, err = run_cli("--context", "lab")
-    assert code == 1
+    # A kubeconfig the client refuses is bad input, like every malformed input file.
+    assert code == 2
     assert "kubeconfig (default: $KUBECONFIG or ~/.kube/config) context lab: Invalid kube-config file" in err
     assert "Traceback" not in err
 

@@ -83,7 +83,7 @@ def test_device_plugin_namespace_default_and_limit(gpuprov, fleet):
 
 def test_device_plugin_to_a_folder_and_the_label_script_runs(gpuprov, fleet, tmp_path):
     out_dir = tmp_path / "out"
-    out = export(gpuprov, "device-plugin", "-o", str(out_dir))
+    out = export(gpuprov, "device-plugin", "--output-dir", str(out_dir))
     names = sorted(os.listdir(out_dir))
     assert names == ["device-plugin-configmap.yaml", "label-nodes.sh", "node-labels.yaml"]  # no temp files left
     assert out.count("wrote") == 3
@@ -99,14 +99,14 @@ def test_device_plugin_to_a_folder_and_the_label_script_runs(gpuprov, fleet, tmp
 
     # Same plan, same files: nothing is rewritten.
     mtimes = dict((n, os.stat(out_dir / n).st_mtime_ns) for n in names)
-    out = export(gpuprov, "device-plugin", "-o", str(out_dir))
+    out = export(gpuprov, "device-plugin", "--output-dir", str(out_dir))
     assert out.count("unchanged") == 3
     assert mtimes == dict((n, os.stat(out_dir / n).st_mtime_ns) for n in names)
 
 
 def test_helm_values_and_install_script(gpuprov, fleet, tmp_path):
     out_dir = tmp_path / "values"
-    export(gpuprov, "helm-values", "-o", str(out_dir))
+    export(gpuprov, "helm-values", "--output-dir", str(out_dir))
     assert sorted(os.listdir(out_dir)) == ["helm-install.sh", "nfd-values.yaml", "nvidia-device-plugin-values.yaml"]
     plugin = yaml.safe_load((out_dir / "nvidia-device-plugin-values.yaml").read_text())
     assert plugin == cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
@@ -140,7 +140,7 @@ def test_mig_parted_round_trip(gpuprov, fleet, tmp_path):
     """The exported mig-parted file, named per node from the exported labels, plans back to the
     same MIG instances and placements on every MIG node of the example fleet."""
     out_dir = tmp_path / "mig"
-    export(gpuprov, "mig-parted", "-o", str(out_dir))
+    export(gpuprov, "mig-parted", "--output-dir", str(out_dir))
     assert sorted(os.listdir(out_dir)) == ["label-mig-config.sh", "mig-config-labels.yaml", "mig-parted-configmap.yaml",
                                            "mig-parted.yaml"]
     labels = dict((d["metadata"]["name"], d["metadata"]["labels"][cluster.MIG_CONFIG_LABEL])
@@ -177,7 +177,7 @@ def test_mig_parted_round_trip(gpuprov, fleet, tmp_path):
 
 def test_mig_parted_label_script_runs(gpuprov, tmp_path):
     out_dir = tmp_path / "mig"
-    export(gpuprov, "mig-parted", "-o", str(out_dir))
+    export(gpuprov, "mig-parted", "--output-dir", str(out_dir))
     bin_dir, log = fake_tool(tmp_path, "kubectl")
     proc = run_script(out_dir / "label-mig-config.sh", bin_dir)
     assert proc.returncode == 0, proc.stderr
@@ -204,7 +204,7 @@ def test_bad_inventory_exits_2_and_writes_nothing(gpuprov, tmp_path):
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"n1": {
         "gpuprov_gpu_model": "T4", "gpuprov_sharing": {"strategy": "time-slicing", "replicas": 1}}}}}))
     out_dir = tmp_path / "out"
-    code, out, err = gpuprov("export", "-i", str(inventory), "device-plugin", "-o", str(out_dir))
+    code, out, err = gpuprov("export", "-i", str(inventory), "device-plugin", "--output-dir", str(out_dir))
     assert code == 2
     assert "n1: gpuprov_sharing.replicas: must be an integer >= 2" in err
     assert not out_dir.exists()
@@ -217,6 +217,6 @@ def test_bad_inventory_exits_2_and_writes_nothing(gpuprov, tmp_path):
 def test_unwritable_output_exits_1_with_the_path(gpuprov, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    code, _, err = gpuprov("export", "-i", EXAMPLES, "device-plugin", "-o", str(blocker / "out"))
+    code, _, err = gpuprov("export", "-i", EXAMPLES, "device-plugin", "--output-dir", str(blocker / "out"))
     assert code == 1
     assert str(blocker) in err and "Traceback" not in err

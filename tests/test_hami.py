@@ -154,7 +154,7 @@ def test_fleet_without_hami_leaves_the_nvidia_affinity_alone(tmp_path):
 def test_export_hami(gpuprov, tmp_path):
     inventory = write_inventory(tmp_path, HOSTS)
     out_dir = tmp_path / "out"
-    code, out, err = gpuprov("export", "-i", inventory, "hami", "-o", str(out_dir))
+    code, out, err = gpuprov("export", "-i", inventory, "hami", "--output-dir", str(out_dir))
     assert code == 0, err
     names = sorted(os.listdir(out_dir))
     assert names == ["hami-device-plugin-configmap.yaml", "hami-install.sh", "hami-node-labels.yaml", "hami-values.yaml"]

@@ -201,7 +201,7 @@ EXPECTED = {
     "mig-on-t4": ("gpuprov_sharing.strategy", "no MIG"),
     "missing-profile": ("mig-devices", "has no MIG profile 3g.20gb"),
     "no-placement": ("mig-devices", "no non-overlapping placement"),
-    "over-max": ("mig-devices", "maximum of 7"),
+    "over-max": ("mig-devices", "a GPU has at most 7"),
     "replicas-one": ("gpuprov_sharing.replicas", ">= 2"),
     "mps-too-many": ("gpuprov_sharing.replicas", "limit of 48"),
     "mps-volta": ("gpuprov_sharing.replicas", "limit of 16"),

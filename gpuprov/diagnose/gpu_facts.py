@@ -1,11 +1,14 @@
 """Per-node GPU facts (gpu_facts module output) read into the snapshot model."""
 
+import math
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, short
 from gpuprov.diagnose.snapshot import GpuFact, SnapshotError
 
 
 def _number(value, where, problems, minimum=0):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        problems.append("%s: expected a number, got %r" % (where, value))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        problems.append("%s: expected a finite number, got %s" % (where, short(value)))
         return None
     if value < minimum:
         problems.append("%s: %r is below %s" % (where, value, minimum))
@@ -74,7 +77,9 @@ def parse_gpu_facts(doc, source, notes=None):
         before = len(problems)
         index = gpu.get("index", position)
         if isinstance(index, bool) or not isinstance(index, int):
-            problems.append("%s.index: expected an integer, got %r" % (where, index))
+            problems.append("%s.index: expected an integer, got %s" % (where, short(index)))
+        elif not 0 <= index < MAX_GPUS_PER_NODE:
+            problems.append("%s.index: %d is not a GPU index (0-%d)" % (where, index, MAX_GPUS_PER_NODE - 1))
         total = _number(gpu.get("memory_total_mib"), where + ".memory_total_mib", problems, minimum=1)
         used = _number(gpu.get("memory_used_mib"), where + ".memory_used_mib", problems)
         processes = gpu.get("processes") or []

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
 from gpuprov.diagnose.snapshot import UtilizationSample
 
 # field -> metric names, preferred first (dcgm.md sections 1 and 4; ids from dcgm_fields.h).
@@ -47,7 +48,15 @@ MAX_POINTS = 720
 # average over the step, so a week read at 14-minute steps still counts every sample.
 AVERAGE_FROM_STEP = 60
 
-_DURATION = re.compile(r"^(\d+)([smhdw])$")
+_DURATION = re.compile(r"^(\d{1,9})([smhdw])$")
+# Longer than any Prometheus retention worth reading back (the default is 15 days).
+MAX_SINCE_SECONDS = 366 * 86400
+# An answer larger than this is refused, not read (a week of 720 points per series for a
+# few hundred GPUs is a few MiB); nesting is bounded as for every input file.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# A `gpu` label above this is no GPU index (nvidia-smi numbers GPUs from 0; gpuprov plans at
+# most 64 per node): the series is skipped and counted.
+MAX_GPU_INDEX = 63
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -59,8 +68,11 @@ def parse_duration(text):
     """'7d' -> 604800. ValueError with the reason on anything else."""
     match = _DURATION.match(str(text).strip())
     if not match or int(match.group(1)) == 0:
-        raise ValueError("%r: use a whole number and one unit of s, m, h, d, w (for example 30m, 7d)" % text)
-    return int(match.group(1)) * _SECONDS[match.group(2)]
+        raise ValueError("%r: use a whole number and one unit of s, m, h, d, w (for example 30m, 7d)" % text[:40])
+    seconds = int(match.group(1)) * _SECONDS[match.group(2)]
+    if seconds > MAX_SINCE_SECONDS:
+        raise ValueError("%r: at most %dd" % (text[:40], MAX_SINCE_SECONDS // 86400))
+    return seconds
 
 
 def check_url(url):
@@ -84,18 +96,22 @@ class Client:
         address = "%s%s?%s" % (self.url, path, urllib.parse.urlencode(params))
         try:
             with urllib.request.urlopen(address, timeout=self.timeout) as response:
-                body = json.load(response)
+                raw = response.read(MAX_ANSWER_BYTES + 1)
+            if len(raw) > MAX_ANSWER_BYTES:
+                raise PrometheusError("%s%s: the answer is larger than %d MiB; shorten --since"
+                                      % (self.url, path, MAX_ANSWER_BYTES // (1024 * 1024)))
+            body = safe_files.parse_json(raw.decode("utf-8"), "%s%s" % (self.url, path))
         except urllib.error.HTTPError as error:
             # 400/422/503 carry {"status": "error", "errorType", "error"} (Prometheus HTTP API docs).
             try:
-                detail = json.load(error).get("error") or error.reason
+                detail = json.loads(error.read(65536)).get("error") or error.reason
             except (ValueError, AttributeError):
                 detail = error.reason
             raise PrometheusError("%s%s: HTTP %d: %s" % (self.url, path, error.code, detail)) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise PrometheusError("%s: cannot connect: %s" % (self.url, reason)) from None
-        except ValueError:
+        except (ValueError, safe_files.FileInputError):  # UnicodeDecodeError is a ValueError
             raise PrometheusError("%s%s: the answer is not JSON; is this a Prometheus server?" % (self.url, path)) from None
         if not isinstance(body, dict) or body.get("status") != "success":
             raise PrometheusError("%s%s: %s" % (self.url, path, (body or {}).get("error") or "unexpected answer"))
@@ -131,6 +147,19 @@ def _scale(field, metric, help_text):
         # dcgm-exporter 4.9.0 moves memory from MiB to bytes (release notes; dcgm.md section 1).
         return 1.0 / (1024 * 1024)
     return 1.0
+
+
+def _not_a_measurement(field, value, stamp):
+    """Why a scaled value (ratio 0..1 or MiB) cannot be a measurement, or None."""
+    if math.isnan(stamp) or math.isinf(stamp) or stamp < 0:
+        return "timestamp %r" % stamp
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value) or value < 0:
+        return "%r" % value
+    if field in RATIO_FIELDS and value > 1.0:
+        return "%g%% (above 100%%)" % (value * 100)
+    return None
 
 
 def _first(labels, *names):
@@ -182,6 +211,7 @@ def read(client, since_seconds, end=None, selector=""):
     start = end - since_seconds
     step = step_for(since_seconds)
     notes, devices, found = [], {}, {}
+    skipped = {"values": 0, "series": 0, "example": None}
     for field, names in METRICS.items():
         for metric in names:
             inner = "%s{%s}" % (metric, selector)
@@ -196,6 +226,11 @@ def read(client, since_seconds, end=None, selector=""):
                 key = series_key(labels)
                 if key is None:
                     continue
+                gpu_label = labels.get("gpu", "")
+                if gpu_label.isdigit() and (len(gpu_label) > 3 or int(gpu_label) > MAX_GPU_INDEX):
+                    skipped["series"] += 1
+                    skipped["example"] = skipped["example"] or "GPU index %s" % gpu_label[:12]
+                    continue
                 device = devices.setdefault(key, {
                     "node": key[0], "uuid": key[1], "gpu_instance_id": key[2], "index": None, "model": "",
                     "profile": "", "pods": set(), "points": {}, "fields": set()})
@@ -207,14 +242,22 @@ def read(client, since_seconds, end=None, selector=""):
                 if pod:
                     device["pods"].add(pod)
                 device["fields"].add(field)
-                for stamp, value in series.get("values", []):
+                for point in series.get("values", []):
                     try:
-                        number = float(value)
-                    except (TypeError, ValueError):
+                        stamp, number = float(point[0]), float(point[1])
+                    except (TypeError, ValueError, IndexError, KeyError):
                         continue
-                    if math.isnan(number):
+                    reason = _not_a_measurement(field, number * scale, stamp)
+                    if reason is not None:
+                        # NaN is Prometheus' "no value" (stale or 0/0); the others no exporter writes.
+                        skipped["values"] += 1
+                        skipped["example"] = skipped["example"] or "%s %s" % (metric, reason)
                         continue
-                    device["points"].setdefault(float(stamp), {}).setdefault(field, number * scale)
+                    device["points"].setdefault(stamp, {}).setdefault(field, number * scale)
+    if skipped["values"] or skipped["series"]:
+        notes.append("Prometheus: %d value(s) and %d series skipped: not measurements (NaN, infinite, negative, "
+                     "above 100%%, or an absurd GPU index), e.g. %s"
+                     % (skipped["values"], skipped["series"], skipped["example"]))
     for field, metrics in sorted(found.items()):
         if len(metrics) > 1:
             notes.append("Prometheus holds %s under both %s; both were read" % (field, " and ".join(metrics)))

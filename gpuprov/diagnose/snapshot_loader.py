@@ -1,8 +1,9 @@
 """Loading a snapshot directory (nodes.json, pods.json, events.json, facts/, utilization/)."""
 
 import csv
-import json
 import os
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
 
 from gpuprov.diagnose.gpu_facts import parse_gpu_facts
 from gpuprov.diagnose.kubernetes_objects import parse_events, parse_nodes, parse_pods
@@ -11,30 +12,23 @@ from gpuprov.diagnose.utilization import UTILIZATION_FIELDS, parse_utilization_c
 
 
 def _read_json(path, label):
+    """JSON with the bounds of every input file (size, nesting, UTF-8, no NaN/Infinity)."""
+    if not os.path.lexists(path):
+        raise SnapshotError("%s: missing" % label)
+    if os.path.isdir(path):
+        raise SnapshotError("%s: is a directory, expected a JSON file" % label)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        raise SnapshotError("%s: missing" % label) from None
-    except IsADirectoryError:
-        raise SnapshotError("%s: is a directory, expected a JSON file" % label) from None
-    except UnicodeDecodeError as error:
-        raise SnapshotError("%s: not UTF-8 text (%s)" % (label, error.reason)) from None
-    except json.JSONDecodeError as error:
-        raise SnapshotError("%s: invalid JSON at line %d column %d: %s"
-                            % (label, error.lineno, error.colno, error.msg)) from None
-    except OSError as error:
-        raise SnapshotError("%s: cannot read: %s" % (label, error.strerror)) from None
+        text = safe_files.read_text(path, max_bytes=safe_files.SNAPSHOT_MAX_BYTES)
+        return safe_files.parse_json(text, label)
+    except safe_files.FileInputError as error:
+        raise SnapshotError("%s: %s" % (label, error.reason)) from None
 
 
 def _read_text(path, label):
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except UnicodeDecodeError as error:
-        raise SnapshotError("%s: not UTF-8 text (%s)" % (label, error.reason)) from None
-    except OSError as error:
-        raise SnapshotError("%s: cannot read: %s" % (label, error.strerror)) from None
+        return safe_files.read_text(path, max_bytes=safe_files.SNAPSHOT_MAX_BYTES)
+    except safe_files.FileInputError as error:
+        raise SnapshotError("%s: %s" % (label, error.reason)) from None
 
 
 def _node_files(directory, extension):
@@ -96,13 +90,13 @@ def load_gpu_data(directory, nodes, label_prefix=""):
         columns = len(next(csv.reader([first], skipinitialspace=True), [])) if first else 0
         try:
             if columns == len(UTILIZATION_FIELDS) + 1:
-                for node_name, samples in parse_utilization_csv(text, label, with_node=True).items():
+                for node_name, samples in parse_utilization_csv(text, label, with_node=True, notes=notes).items():
                     if node_name not in known:
                         notes.append("%s: no node %s in the snapshot; its rows are ignored" % (label, node_name))
                         continue
                     utilization.setdefault(node_name, []).extend(samples)
             elif columns == len(UTILIZATION_FIELDS) and len(gpu_nodes) == 1:
-                utilization.setdefault(gpu_nodes[0], []).extend(parse_utilization_csv(text, label))
+                utilization.setdefault(gpu_nodes[0], []).extend(parse_utilization_csv(text, label, notes=notes))
             elif columns == len(UTILIZATION_FIELDS):
                 problems.append("%s: rows have no node column but the snapshot has %d GPU nodes; put each node's "
                                 "CSV in utilization/<node>.csv, or add the node name as a first column"

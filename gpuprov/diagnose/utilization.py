@@ -56,6 +56,23 @@ def _csv_mib(text, where, problems):
     except ValueError:
         problems.append("%s: %r is not a number" % (where, text))
         return None
+# A sample outside these is not a measurement (nvidia-smi prints percentages 0-100 and
+# indices below the node's GPU count; gpuprov plans at most 64 GPUs per node).
+MAX_GPU_INDEX = 63
+
+
+def _sample_problem(index, used, total, util):
+    """Why a parsed sample cannot be a measurement, or None."""
+    for name, value in (("memory.used", used), ("memory.total", total), ("utilization.gpu", util)):
+        if value is not None and (math.isnan(value) or math.isinf(value) or value < 0):
+            return "%s %r" % (name, value)
+    if util is not None and util > 100:
+        return "utilization.gpu %r above 100%%" % util
+    if index is not None and not 0 <= index <= MAX_GPU_INDEX:
+        return "GPU index %d" % index
+    if used is not None and total is not None and used > total:
+        return "memory.used above memory.total"
+    return None
 
 
 def parse_utilization_csv(text, source, with_node=False, notes=None):
@@ -65,8 +82,11 @@ def parse_utilization_csv(text, source, with_node=False, notes=None):
     A header line (`timestamp, index, ...`) is skipped, so output without `noheader` works.
     With `notes` (a list), a last line without its newline (cut off while being written) is
     left out with a note there; without it, that line is parsed like any other.
+    Samples that cannot be measurements (NaN, infinity, negative, above 100%, absurd GPU
+    index) are skipped and counted in one line of ``notes``.
     """
     problems = []
+    skipped, first_reason = 0, None
     samples = {} if with_node else []
     width = len(UTILIZATION_FIELDS) + (1 if with_node else 0)
     if notes is not None:
@@ -106,6 +126,11 @@ def parse_utilization_csv(text, source, with_node=False, notes=None):
             if len(problems) >= 10:
                 break
             continue
+        reason = _sample_problem(index_value, used_value, total_value, util_value)
+        if reason is not None:
+            skipped += 1
+            first_reason = first_reason or "%s (%s)" % (reason, where)
+            continue
         sample = UtilizationSample(timestamp=timestamp, index=index_value, name=name,
                                    memory_used_mib=used_value, memory_total_mib=total_value,
                                    utilization_gpu=util_value)
@@ -115,6 +140,8 @@ def parse_utilization_csv(text, source, with_node=False, notes=None):
             samples.append(sample)
     if problems:
         raise SnapshotError(problems)
+    if skipped and notes is not None:
+        notes.append("%s: %d sample(s) skipped: not measurements, e.g. %s" % (source, skipped, first_reason))
     return samples
 
 

@@ -1,14 +1,20 @@
 """Reading and validating the fit input file into the model."""
 
-import json
-
-import yaml
-
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, escape, short
 from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
 from gpuprov.fit.units import parse_compute
+
+
+# Bounds, checked before anything is built from a count (the heuristic packs every copy of
+# every workload; a pool count is only compared, but 10**12 GPUs is no pool).
+MAX_WORKLOADS = 1000
+MAX_REPLICAS = 1000
+MAX_COPIES = 5000
+MAX_POOL_GPUS = 100000
+MAX_NAME_LENGTH = 128
 
 
 def _is_int(value):
@@ -59,6 +65,9 @@ def _parse_pool(raw, problems, models_catalog):
         model = None
         if "model" not in entry:
             problems.append("%s: model: required (see `gpuprov catalog`)" % field)
+        elif not isinstance(entry["model"], str) or len(entry["model"]) > MAX_NAME_LENGTH:
+            problems.append("%s: model: must be a GPU model name of at most %d characters, got %s"
+                            % (field, MAX_NAME_LENGTH, short(entry["model"])))
         else:
             try:
                 model = models_catalog.lookup(entry["model"])
@@ -68,12 +77,15 @@ def _parse_pool(raw, problems, models_catalog):
         if count == "unlimited":
             count = None
         elif not _is_int(count) or count < 1:
-            problems.append("%s: count: must be a positive integer or `unlimited`, got %r" % (field, count))
+            problems.append("%s: count: must be a positive integer or `unlimited`, got %s" % (field, short(count)))
+            count = None
+        elif count > MAX_POOL_GPUS:
+            problems.append("%s: count: %d GPUs; the limit is %d (or `unlimited`)" % (field, count, MAX_POOL_GPUS))
             count = None
         numa = entry.get("numa_nodes")
         if numa is not None:
             if not _is_int(numa) or numa < 1:
-                problems.append("%s: numa_nodes: must be a positive integer, got %r" % (field, numa))
+                problems.append("%s: numa_nodes: must be a positive integer, got %s" % (field, short(numa)))
                 numa = None
             elif not _is_int(entry.get("gpus_per_node")) or entry["gpus_per_node"] % numa:
                 problems.append("%s: numa_nodes: needs gpus_per_node, a multiple of %d (GPUs split evenly, in "
@@ -81,12 +93,15 @@ def _parse_pool(raw, problems, models_catalog):
                 numa = None
         cpu_policy = entry.get("cpu_manager_policy", "none")
         if cpu_policy not in ("none", "static"):
-            problems.append("%s: cpu_manager_policy: must be none or static, got %r" % (field, cpu_policy))
+            problems.append("%s: cpu_manager_policy: must be none or static, got %s" % (field, short(cpu_policy)))
             cpu_policy = "none"
         per_node = entry.get("gpus_per_node")
         if per_node is not None:
             if not _is_int(per_node) or per_node < 1:
-                problems.append("%s: gpus_per_node: must be a positive integer, got %r" % (field, per_node))
+                problems.append("%s: gpus_per_node: must be a positive integer, got %s" % (field, short(per_node)))
+                per_node = None
+            elif per_node > MAX_GPUS_PER_NODE:
+                problems.append("%s: gpus_per_node: %d; a node has at most %d GPUs" % (field, per_node, MAX_GPUS_PER_NODE))
                 per_node = None
             elif count is not None and count % per_node:
                 problems.append("%s: count: %d GPUs do not make whole nodes of %d (gpus_per_node)"
@@ -108,7 +123,11 @@ def _parse_workloads(raw, problems):
     if not isinstance(raw, list) or not raw:
         problems.append("workloads: must be a non-empty list of {name, memory, compute, isolation, replicas}")
         return []
+    if len(raw) > MAX_WORKLOADS:
+        problems.append("workloads: %d workloads; the limit is %d" % (len(raw), MAX_WORKLOADS))
+        return []
     workloads, names = [], {}
+    copies = 0
     for i, entry in enumerate(raw):
         where = "workloads[%d]" % i
         if not isinstance(entry, dict):
@@ -119,7 +138,10 @@ def _parse_workloads(raw, problems):
             problems.append("%s: name: required" % where)
             name = None
         elif not isinstance(name, (str, int)) or isinstance(name, bool):
-            problems.append("%s: name: must be a string, got %r" % (where, name))
+            problems.append("%s: name: must be a string, got %s" % (where, short(name)))
+            name = None
+        elif len(str(name)) > MAX_NAME_LENGTH:
+            problems.append("%s: name: at most %d characters, got %d" % (where, MAX_NAME_LENGTH, len(str(name))))
             name = None
         else:
             name = str(name).strip()
@@ -127,7 +149,7 @@ def _parse_workloads(raw, problems):
                 problems.append("workload %s: name: used twice (workloads[%d] and [%d]); names must be unique"
                                 % (name, names[name], i))
             names.setdefault(name, i)
-            where = "workload %s" % name
+            where = "workload %s" % escape(name)
         unknown = sorted(set(map(str, entry)) - set(WORKLOAD_KEYS))
         if unknown:
             problems.append("%s: unknown key(s) %s; allowed: %s"
@@ -151,17 +173,25 @@ def _parse_workloads(raw, problems):
             ok = False
         isolation = entry.get("isolation", "soft")
         if isolation not in ("hard", "soft"):
-            problems.append("%s: isolation: must be hard (own MIG instance) or soft (may share a GPU), got %r"
-                            % (where, isolation))
+            problems.append("%s: isolation: must be hard (own MIG instance) or soft (may share a GPU), got %s"
+                            % (where, short(isolation)))
             ok = False
         replicas = entry.get("replicas", 1)
         if not _is_int(replicas) or replicas < 1:
-            problems.append("%s: replicas: must be a positive integer, got %r" % (where, replicas))
+            problems.append("%s: replicas: must be a positive integer, got %s" % (where, short(replicas)))
             ok = False
+        elif replicas > MAX_REPLICAS:
+            problems.append("%s: replicas: %d; the limit is %d per workload" % (where, replicas, MAX_REPLICAS))
+            ok = False
+        else:
+            copies += replicas
+            if copies > MAX_COPIES:
+                problems.append("%s: replicas: %d workload copies in all; the limit is %d" % (where, copies, MAX_COPIES))
+                return workloads
         gpus = entry.get("gpus", 1)
-        if not _is_int(gpus) or not 1 <= gpus <= 64:
-            problems.append("%s: gpus: must be an integer from 1 (whole GPUs of one node, e.g. 2 for tensor "
-                            "parallel), got %r" % (where, gpus))
+        if not _is_int(gpus) or not 1 <= gpus <= MAX_GPUS_PER_NODE:
+            problems.append("%s: gpus: must be an integer from 1 to %d (whole GPUs of one node, e.g. 2 for tensor "
+                            "parallel), got %s" % (where, MAX_GPUS_PER_NODE, short(gpus)))
             ok = False
         elif gpus > 1:
             if isolation == "hard":
@@ -174,11 +204,11 @@ def _parse_workloads(raw, problems):
                 ok = False
         image = entry.get("image")
         if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
-            problems.append("%s: image: must be a container image reference, got %r" % (where, image))
+            problems.append("%s: image: must be a container image reference, got %s" % (where, short(image)))
             ok = False
         cpu = entry.get("cpu")
         if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1024):
-            problems.append("%s: cpu: must be a number of CPU cores above 0, got %r" % (where, cpu))
+            problems.append("%s: cpu: must be a number of CPU cores above 0, got %s" % (where, short(cpu)))
             ok = False
         host_memory = entry.get("host_memory")
         if host_memory is not None:
@@ -186,8 +216,8 @@ def _parse_workloads(raw, problems):
                 if k8s_quantity(host_memory) <= 0:
                     raise ValueError("must be above 0")
             except ValueError:
-                problems.append("%s: host_memory: must be a Kubernetes memory quantity such as 16Gi, got %r"
-                                % (where, host_memory))
+                problems.append("%s: host_memory: must be a Kubernetes memory quantity such as 16Gi, got %s"
+                                % (where, short(host_memory)))
                 ok = False
         if ok:
             workloads.append(Workload(name, memory, compute, isolation == "hard", replicas, gpus, image, cpu,
@@ -197,15 +227,13 @@ def _parse_workloads(raw, problems):
 
 def load_input(path, models_catalog=None):
     """Read a YAML or JSON workloads file. Raises FitInputError naming the file."""
-    kind = "JSON" if path.endswith(".json") else "YAML"
+    import os
+
+    if not os.path.exists(path):
+        raise FitInputError(["%s: no such file" % escape(path)])
     try:
-        with open(path) as handle:
-            # PyYAML names the file in its errors when it reads from the file object.
-            data = json.load(handle) if kind == "JSON" else yaml.safe_load(handle)
-    except FileNotFoundError:
-        raise FitInputError(["%s: no such file" % path]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise FitInputError(["%s: cannot read: %s" % (path, exc)]) from None
-    except (ValueError, yaml.YAMLError) as exc:
-        raise FitInputError(["%s: not valid %s: %s" % (path, kind, " ".join(str(exc).split()))]) from None
-    return parse_input(data, path, models_catalog)
+        # Size, nesting, alias expansion and encoding bounded as for every input file.
+        data = safe_files.load(path)
+    except safe_files.FileInputError as exc:
+        raise FitInputError([escape(exc)]) from None
+    return parse_input(data, escape(path), models_catalog)

@@ -16,6 +16,7 @@ and memory without pinning (a Burstable pod gets shared CPUs whatever it asks).
 import math
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
 from gpuprov.fit.report import item_resources
 from gpuprov.fit.units import MIB_PER_GIB
 
@@ -177,8 +178,10 @@ def pods_text(result, source=None, namespace=None):
 
     parts = []
     for comments, deployment in deployments(result, namespace):
-        head = "".join("# %s\n" % line for line in comments)
+        # Comments are escaped to one line each: a workload name with a newline cannot end the
+        # comment and add YAML of its own. Every value goes through the YAML dumper.
+        head = "".join("# %s\n" % escape(line) for line in comments)
         parts.append(head + yaml.safe_dump(deployment, sort_keys=False, default_flow_style=False))
     first = "# gpuprov fit%s -o pods: %d Deployment(s); nodes as in `gpuprov fit -o inventory`.\n" % (
-        " " + source if source else "", len(parts))
+        " " + escape(source) if source else "", len(parts))
     return first + "---\n".join(parts)

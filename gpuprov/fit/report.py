@@ -25,33 +25,52 @@ def gpu_lines(gpu):
     return [item.name for item in gpu.items]
 
 
+class UnsafeText(str):
+    """A string Ansible must never render as a template (written with the !unsafe tag)."""
+
+
+class _InventoryDumper(yaml.SafeDumper):
+    pass
+
+
+def _unsafe_presenter(dumper, data):
+    return dumper.represent_scalar("!unsafe", str(data), style="'")
+
+
+_InventoryDumper.add_representer(UnsafeText, _unsafe_presenter)
+
+
+def _data_only(value):
+    """Every string that could read as Jinja ({{, {%, {#) becomes UnsafeText, recursively."""
+    if isinstance(value, dict):
+        return dict((_data_only(k) if not isinstance(k, str) else k, _data_only(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_data_only(v) for v in value]
+    if isinstance(value, str) and "{" in value:
+        return UnsafeText(value)
+    return value
+
+
 def inventory_text(result, source=None):
-    """The inventory as YAML, with which workload lands where written as comments."""
-    head = ["# gpuprov fit%s: %d GPU(s) on %d node(s)." % (" " + source if source else "", len(result.gpus),
-                                                          len(result.nodes)),
-            "# Check it with: gpuprov plan -i <this file>",
-            "all:", "  children:", "    %s:" % HOST_GROUP, "      hosts:"]
+    """The inventory as YAML data only: which workload lands where is the hosts' ``fit_layout``
+    variable (not gpuprov's, so `gpuprov plan` ignores it), everything goes through the YAML
+    dumper (no name reaches a comment or raw text), and any string that could be read back as
+    a Jinja template is written ``!unsafe``, so neither `gpuprov plan` nor ansible-playbook
+    ever renders it. ``source`` is accepted for compatibility and not written."""
+    hosts = {}
     for node in result.nodes:
-        for gpu in node.gpus:
-            head.append("        # GPU %d (%s): %s" % (gpu.index, gpu.sharing, ", ".join(gpu_lines(gpu))))
-        idle = sorted(set(range(node.gpu_count)) - set(g.index for g in node.gpus))
-        if idle:
-            head.append("        # GPU %s: idle" % _ranges(idle))
-        body = yaml.safe_dump({node.host: node_vars(node)}, sort_keys=False, default_flow_style=False, width=120)
-        head.extend("        " + line for line in body.splitlines())
-    return "\n".join(head) + "\n"
-
-
-def _ranges(indices):
-    parts, run = [], []
-    for i in indices + [None]:
-        if run and i is not None and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            parts.append(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]))
-        run = [i] if i is not None else []
-    return ",".join(parts)
+        variables = node_vars(node)
+        layout = [{"gpu": gpu.index, "sharing": gpu.sharing, "workloads": gpu_lines(gpu)} for gpu in node.gpus]
+        # GPUs of a NUMA-aligned node may be placed out of order: the idle ones are the gaps.
+        layout.extend({"gpu": index, "sharing": "idle", "workloads": []}
+                      for index in sorted(set(range(node.gpu_count)) - set(g.index for g in node.gpus)))
+        variables["fit_layout"] = sorted(layout, key=lambda entry: entry["gpu"])
+        hosts[node.host] = variables
+    document = {"all": {"children": {HOST_GROUP: {"hosts": hosts}}}}
+    head = "# gpuprov fit: %d GPU(s) on %d node(s). Check it with: gpuprov plan -i <this file>\n" % (
+        len(result.gpus), len(result.nodes))
+    return head + yaml.dump(_data_only(document), Dumper=_InventoryDumper, sort_keys=False,
+                            default_flow_style=False, width=120, allow_unicode=False)
 
 
 def numa_node(gpu, nodes_by_host):

@@ -28,34 +28,35 @@ class Target:
         self.key_file, self.python, self.known_hosts = key_file, python, known_hosts
 
 
-def load_targets(sources, limit=None, known_hosts=None):
-    """[Target] for the hosts of the inventory (matching limit). InventoryError on bad input."""
-    from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
+# The variables `top` connects with; rendered like gpuprov_* ones (offline, lookups limited).
+CONNECTION_VARS = ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file",
+                   "ansible_private_key_file", "ansible_python_interpreter", "ansible_ssh_common_args",
+                   "ansible_ssh_extra_args")
 
-    for source in sources:
-        if "," not in source and not os.path.exists(source):
-            raise InventoryError("inventory %s: no such file or directory" % source)
-    loader = DataLoader()
-    try:
-        inventory = InventoryManager(loader=loader, sources=list(sources), parse=True)
-        hosts = inventory.get_hosts(limit or "all")
-    except AnsibleError as exc:
-        raise InventoryError("inventory %s: %s" % (", ".join(sources), exc)) from None
+
+def load_targets(sources, limit=None, known_hosts=None, vault=None):
+    """[Target] for the hosts of the inventory (matching limit). InventoryError on bad input.
+
+    The inventory is read by the same offline reader as `gpuprov plan` (offline inventory
+    plugins, lookups limited to file/env/vars, vault options): a template in a connection
+    variable cannot run a command on the controller.
+    """
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import load_inventory
+
+    hosts, _ = load_inventory(list(sources), limit, vault=vault, names=CONNECTION_VARS, every_host=True)
     if not hosts:
         raise InventoryError("inventory %s: no hosts%s" % (", ".join(sources), " match %r" % limit if limit else ""))
-    variables = VariableManager(loader=loader, inventory=inventory)
     targets, problems = [], []
-    for host in hosts:
-        all_vars = variables.get_vars(host=host, include_hostvars=False)
-        templar = Templar(loader=loader, variables=all_vars)
+    for host_vars in hosts:
+        host = host_vars.host
+        if host_vars.problems:
+            problems.extend("%s: %s: %s" % (escape(host), escape(name), escape(reason))
+                            for name, reason in host_vars.problems)
+            continue
 
-        def var(name, default=None):
-            value = all_vars.get(name, default)
-            return templar.template(value) if isinstance(value, str) else value
+        def var(name, default=None, _vars=host_vars.variables):
+            return _vars.get(name, default)
 
         port = var("ansible_port", 22)
         try:
@@ -63,7 +64,7 @@ def load_targets(sources, limit=None, known_hosts=None):
             if not 0 < port < 65536:
                 raise ValueError
         except (TypeError, ValueError):
-            problems.append("%s: ansible_port: %r is not a TCP port" % (host.name, port))
+            problems.append("%s: ansible_port: %s is not a TCP port" % (escape(host), escape(repr(port)[:60])))
             continue
         python = var("ansible_python_interpreter") or "python3"
         if python != "python3" and not _SAFE_PATH.match(str(python)):
@@ -75,7 +76,7 @@ def load_targets(sources, limit=None, known_hosts=None):
             files = [os.path.expanduser(path) for path in _KNOWN_HOSTS_ARG.findall(args)]
         files = files or [os.path.expanduser("~/.ssh/known_hosts")]
         key_file = var("ansible_ssh_private_key_file") or var("ansible_private_key_file")
-        targets.append(Target(str(host.name), str(var("ansible_host") or host.name), port,
+        targets.append(Target(host, str(var("ansible_host") or host), port,
                               str(var("ansible_user") or os.environ.get("USER") or "root"),
                               os.path.expanduser(str(key_file)) if key_file else None, str(python), files))
     if problems:

@@ -17,7 +17,10 @@ description:
     with C(--diff), the diff), the wave (batch) being run, and at the end a summary per
     node - changed, unchanged, failed or unreachable - with what changed.
   - When the environment variable C(GPUPROV_SUMMARY_FILE) names a file, the summary is also
-    written there as JSON (C(gpuprov apply) reads it).
+    written there as JSON (C(gpuprov apply) reads it). The file's folder must be private (owned
+    by the user running Ansible, writable by no one else, as C(gpuprov) creates it with mode
+    0700), and the file is opened without following a symbolic link; otherwise the summary is
+    not written and a warning says why.
 extends_documentation_fragment:
   - default_callback
 requirements:
@@ -28,6 +31,26 @@ import json
 import os
 
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
+
+
+def write_private(path, text):
+    """Write ``text`` to ``path`` in a private folder, never through a planted link.
+
+    The folder must belong to this user and be writable by no one else (else anyone could
+    swap the file between check and open); the file is opened with O_NOFOLLOW, so a link
+    planted at its name is refused (ELOOP) instead of followed.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    info = os.lstat(folder)
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        raise ValueError("%s is not a directory" % folder)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise ValueError("%s is not a private folder (owner uid %d, mode %04o); expected this user's, mode 0700"
+                         % (folder, info.st_uid, info.st_mode & 0o7777))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
 
 # Result keys that say what a gpuprov module changed, in a few words.
 _DETAIL_KEYS = ("changed_keys", "summary")
@@ -192,5 +215,8 @@ class CallbackModule(DefaultCallback):
             self._display.display("  %-24s %-12s %s" % (host, label, detail))
         path = os.environ.get("GPUPROV_SUMMARY_FILE")
         if path:
-            with open(path, "w") as handle:
-                json.dump({"check_mode": self._check, "nodes": self._nodes}, handle, indent=2, sort_keys=True)
+            try:
+                write_private(path, json.dumps({"check_mode": self._check, "nodes": self._nodes}, indent=2,
+                                               sort_keys=True))
+            except (OSError, ValueError) as exc:
+                self._display.warning("gpuprov summary not written to %s: %s" % (path, exc))

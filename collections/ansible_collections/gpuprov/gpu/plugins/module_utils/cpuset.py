@@ -44,10 +44,17 @@ import os
 import re
 
 DEFAULT_SYSFS_ROOT = "/sys"
+# The largest CPU id Linux can have: CONFIG_NR_CPUS is at most 8192 (arch/x86/Kconfig
+# NR_CPUS_RANGE_END with MAXSMP; arm64 allows up to 4096). A bigger id is no CPU, and
+# refusing it keeps "0-999999999" from building a billion-element set.
+MAX_CPU_ID = 8191
+# A cpuset string longer than this is refused before it is split (every CPU listed one by
+# one, "0,1,...,8191", is about 40 KB).
+MAX_CPUSET_LENGTH = 65536
 
 _NODE_DIR_RE = re.compile(r"^node(\d+)$")
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
-_CPU_NUMBER_RE = re.compile(r"^\d+$")
+_CPU_NUMBER_RE = re.compile(r"^\d{1,9}$")
 _MEMINFO_TOTAL_RE = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB\s*$")
 
 
@@ -67,8 +74,12 @@ def _parse_cpu_number(text, element):
     if not _CPU_NUMBER_RE.match(text):
         raise CpusetError(
             "invalid CPU number %r in cpuset element %r: expected a decimal CPU number or a "
-            "range like 0-3" % (text, element))
-    return int(text)
+            "range like 0-3" % (text[:20], element[:40]))
+    number = int(text)
+    if number > MAX_CPU_ID:
+        raise CpusetError("CPU %d in cpuset element %r is above the largest CPU id Linux has (%d)"
+                          % (number, element[:40], MAX_CPU_ID))
+    return number
 
 
 def parse_cpuset(text, allow_duplicates=False):
@@ -81,31 +92,39 @@ def parse_cpuset(text, allow_duplicates=False):
     """
     if not isinstance(text, str):
         raise CpusetError("a cpuset must be a string like '0-3,8', got %r" % (text,))
+    if len(text) > MAX_CPUSET_LENGTH:
+        raise CpusetError("a cpuset of %d characters is over the limit of %d" % (len(text), MAX_CPUSET_LENGTH))
     stripped = text.strip()
     if not stripped:
         return []
     cpus = set()
+    listed = 0
+    quoted = text if len(text) <= 80 else text[:80] + "..."
     for element in stripped.split(","):
         item = element.strip()
         if not item:
-            raise CpusetError("empty element in cpuset %r (doubled or trailing comma?)" % text)
+            raise CpusetError("empty element in cpuset %r (doubled or trailing comma?)" % quoted)
         if ":" in item or "/" in item:
             raise CpusetError(
                 "stride syntax %r in cpuset %r is not supported: list the CPUs or ranges "
-                "explicitly" % (item, text))
+                "explicitly" % (item[:40], quoted))
         if "-" in item:
             first_text, _sep, last_text = item.partition("-")
             first = _parse_cpu_number(first_text.strip(), item)
             last = _parse_cpu_number(last_text.strip(), item)
             if last < first:
                 raise CpusetError(
-                    "reversed range %r in cpuset %r: write it as %d-%d" % (item, text, last, first))
+                    "reversed range %r in cpuset %r: write it as %d-%d" % (item, quoted, last, first))
             members = range(first, last + 1)
         else:
             members = [_parse_cpu_number(item, item)]
+        listed += len(members)
+        if listed > 2 * (MAX_CPU_ID + 1):
+            # Only repeats get here (every id is <= MAX_CPU_ID); stop before they cost time.
+            raise CpusetError("cpuset %r lists more than %d CPUs, counting repeats" % (quoted, 2 * (MAX_CPU_ID + 1)))
         for cpu in members:
             if cpu in cpus and not allow_duplicates:
-                raise CpusetError("CPU %d is listed more than once in cpuset %r" % (cpu, text))
+                raise CpusetError("CPU %d is listed more than once in cpuset %r" % (cpu, quoted))
             cpus.add(cpu)
     return sorted(cpus)
 

@@ -47,6 +47,13 @@ MIB_PER_GIB = 1024
 _K8S_QUANTITY_RE = re.compile(
     r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+# Bounds, so hostile text is refused before any arithmetic: resource.Quantity documents that
+# "no quantity may represent a number greater than 2^63-1 in magnitude, nor may it have more
+# than 3 decimal places" (apimachinery pkg/api/resource/quantity.go, type comment), so no
+# valid quantity needs more digits than these or an exponent beyond +-30.
+_K8S_MAX_DIGITS = 40
+_K8S_MAX_EXPONENT = 30
+_K8S_MAX_VALUE = 2 ** 63 - 1
 _K8S_BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _K8S_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                          "P": 15, "E": 18}
@@ -60,7 +67,8 @@ _WORKLOAD_UNIT_MIB = {
     "ti": 1024.0 * 1024, "t": 1e12 / 2 ** 20,
 }
 
-_MPS_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([MG])(?:iB|i|B)?)?\s*$", re.IGNORECASE)
+# Bounded digits: a 10,000-digit size is refused by the pattern, not by arithmetic.
+_MPS_MEMORY_RE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*(?:([MG])(?:iB|i|B)?)?\s*$", re.IGNORECASE)
 
 _NVIDIA_SMI_MIB_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)(?:\s*MiB)?\s*$")
 
@@ -74,7 +82,9 @@ def k8s_quantity(value):
     """
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError("%r is not a quantity" % (value,))
-    text = str(value).strip()
+    text = str(value).strip() if isinstance(value, str) else str(value)
+    if len(text) > _K8S_MAX_DIGITS + 8:
+        raise ValueError("%r... is not a Kubernetes quantity (too long)" % (text[:40],))
     match = _K8S_QUANTITY_RE.match(text)
     if not match:
         raise ValueError("%r is not a Kubernetes quantity (examples: 100Mi, 1Gi, 500m, 2)"
@@ -82,10 +92,17 @@ def k8s_quantity(value):
     number = Fraction(match.group("number"))
     suffix = match.group("suffix") or ""
     if suffix in _K8S_BINARY_SUFFIXES:
-        return number * (1024 ** _K8S_BINARY_SUFFIXES[suffix])
-    if suffix in _K8S_DECIMAL_SUFFIXES:
-        return number * (Fraction(10) ** _K8S_DECIMAL_SUFFIXES[suffix])
-    return number * (Fraction(10) ** int(suffix[1:]))
+        amount = number * (1024 ** _K8S_BINARY_SUFFIXES[suffix])
+    elif suffix in _K8S_DECIMAL_SUFFIXES:
+        amount = number * (Fraction(10) ** _K8S_DECIMAL_SUFFIXES[suffix])
+    else:
+        exponent = int(suffix[1:])
+        if abs(exponent) > _K8S_MAX_EXPONENT:
+            raise ValueError("%r: exponent out of range for a Kubernetes quantity" % (value,))
+        amount = number * (Fraction(10) ** exponent)
+    if abs(amount) > _K8S_MAX_VALUE:
+        raise ValueError("%r is larger than a Kubernetes quantity can be (2^63-1)" % (value,))
+    return amount
 
 
 def format_k8s_bytes(amount):

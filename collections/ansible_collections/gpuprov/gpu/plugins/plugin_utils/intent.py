@@ -28,11 +28,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import os
+import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, mps_pinned_memory_mib
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, sharing as sharing_mod, user_catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, sharing as sharing_mod, sharing_base, user_catalog
 
 # Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
 # keys it owns (time_slicing_replicas, device_plugin, hami).
@@ -67,6 +69,55 @@ KUBELET_KEYS = set(KUBELET_ENUMS) | {
     "reserved_system_cpus", "kube_reserved_cpu", "system_reserved_cpu", "reserved_memory",
 }
 
+# Bounds on every count an inventory sets. Each is far above any real node and low enough
+# that a hostile value is refused before anything is built from it.
+# No server has more than 16 GPUs today (HGX/DGX: 8; some PCIe chassis: 10-20); 64 leaves room.
+MAX_GPUS_PER_NODE = 64
+# A time-slicing or MPS replica needs memory to be a slot at all: at least this much per
+# replica, and never more than MAX_REPLICAS replicas per GPU (a gpuprov policy, not NVIDIA's).
+MIN_REPLICA_MIB = 256
+MAX_REPLICAS = sharing_base.MAX_REPLICAS
+# MIG: at most 7 GPU instances per GPU on every MIG-capable GPU (A100, A30 has 4, H100,
+# H200, B200: 7 compute slices; NVIDIA MIG user guide, "Supported MIG Profiles").
+MAX_MIG_INSTANCES = 7
+MAX_NAME_LENGTH = 128
+# Kubernetes node names are DNS subdomains (RFC 1123): lower-case alphanumerics, '-' and
+# '.', at most 253 characters (k8s.io/apimachinery validation.IsDNS1123Subdomain).
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NODE_NAME_MAX = 253
+# CPU quantities: no node has more cores than Linux has CPU ids (cpuset.MAX_CPU_ID + 1).
+MAX_CPU_QUANTITY = cpuset.MAX_CPU_ID + 1
+# kubelet's reservedMemory has one entry per NUMA node; max-allowable-numa-nodes tops at 1024.
+MAX_NUMA_NODES = 1024
+
+# The gpuprov_* variables a node's plan reads.
+INTENT_VARS = ("gpuprov_gpu_model", "gpuprov_gpu_count", "gpuprov_gpus", "gpuprov_sharing",
+               "gpuprov_mig_config_file", "gpuprov_kubelet", "gpuprov_node_name", "gpuprov_catalog_file")
+# Other gpuprov_* variables the playbooks read or set: run settings given by the CLI (-e) or
+# the inventory, and facts and registered results of the playbooks themselves. A test
+# (tests/unit/plugins/plugin_utils/test_known_vars.py) derives the ones users may set from
+# the playbooks and roles, so a new one cannot be forgotten here.
+RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", "gpuprov_drain_timeout",
+            "gpuprov_kubelet_healthz_host", "gpuprov_waves", "gpuprov_max_fail_percentage", "gpuprov_hosts",
+            "gpuprov_cli_catalog_file", "gpuprov_cluster_side",
+            # drains and waves (site.yml)
+            "gpuprov_wave_max_nodes", "gpuprov_allow_undrained", "gpuprov_drain_retry_delay",
+            "gpuprov_drain_delete_emptydir_data",
+            "gpuprov_status_dir", "gpuprov_status_fail_on_drift",
+            # baseline record / start / collect / stop
+            "gpuprov_baseline_duration", "gpuprov_baseline_interval", "gpuprov_baseline_dest",
+            "gpuprov_baseline_hosts", "gpuprov_baseline_query", "gpuprov_baseline_dir", "gpuprov_baseline_program",
+            "gpuprov_baseline_python", "gpuprov_baseline_max_bytes", "gpuprov_baseline_keep",
+            "gpuprov_baseline_unit_dir", "gpuprov_baseline_remove_samples",
+            # set by the playbooks themselves (set_fact, register, task vars)
+            "gpuprov_plan", "gpuprov_node_changes", "gpuprov_status", "gpuprov_status_mps",
+            "gpuprov_status_kubelet", "gpuprov_drain_needed", "gpuprov_can_drain",
+            "gpuprov_baseline_scratch", "gpuprov_baseline_run", "gpuprov_baseline_files",
+            "gpuprov_baseline_program_file", "gpuprov_baseline_unit_file", "gpuprov_baseline_unit",
+            "gpuprov_baseline_exec_start", "gpuprov_cordoned_by_run", "gpuprov_node_before",
+            "gpuprov_drain_pods", "gpuprov_mps_probe")
+KNOWN_VARS = frozenset(INTENT_VARS + RUN_VARS)
+
 
 class Problem:
     __slots__ = ("host", "field", "reason")
@@ -77,7 +128,7 @@ class Problem:
         self.reason = reason
 
     def __str__(self):
-        return "%s: %s: %s" % (self.host, self.field, self.reason)
+        return "%s: %s: %s" % (escape(self.host), escape(self.field), escape(self.reason))
 
     def as_dict(self):
         return {"host": self.host, "field": self.field, "reason": self.reason}
@@ -87,11 +138,12 @@ class NodeIntent:
     """A host's validated request. ``key()`` is equal for hosts that plan identically."""
 
     __slots__ = ("host", "models", "strategy", "replicas", "mig_requests", "mig_strategy",
-                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options")
+                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options", "node_name")
 
     def __init__(self, host, models, strategy, replicas=None, mig_requests=None, mig_strategy=None,
-                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None):
+                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None, node_name=None):
         self.host = host
+        self.node_name = node_name or host
         self.models = models
         self.strategy = strategy
         self.replicas = replicas
@@ -129,6 +181,23 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_CONTROL_RE = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape(text):
+    """``text`` with control characters (newline, ESC, ...) written as escapes, so a host name
+    or value printed in an error or a table can never start a line or drive the terminal."""
+    text = text if isinstance(text, str) else str(text)
+    return _CONTROL_RE.sub(lambda m: "\\x%02x" % ord(m.group(0)) if ord(m.group(0)) < 0x100
+                           else "\\u%04x" % ord(m.group(0)), text)
+
+
+def short(value, limit=60):
+    """repr() of a value for an error message, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...(%d characters)" % len(text)
+
+
 class _Collector:
     def __init__(self, host):
         self.host = host
@@ -154,6 +223,9 @@ def parse_models(host, hostvars, out, models_catalog=None):
         if not isinstance(gpus, list) or not gpus:
             out.add("gpuprov_gpus", "must be a non-empty list of {model, count}")
             return None
+        if len(gpus) > MAX_GPUS_PER_NODE:
+            out.add("gpuprov_gpus", "%d items; a node has at most %d GPUs" % (len(gpus), MAX_GPUS_PER_NODE))
+            return None
         specs = []
         for i, item in enumerate(gpus):
             field = "gpuprov_gpus[%d]" % i
@@ -172,20 +244,57 @@ def parse_models(host, hostvars, out, models_catalog=None):
         return None
     models = []
     ok = True
+    total = 0
     for mfield, name, cfield, count in specs:
-        try:
-            model = models_catalog.lookup(name)
-        except catalog.UnknownModelError as exc:
-            out.add(mfield, str(exc))
+        model = None
+        if not isinstance(name, str) or not name.strip():
+            out.add(mfield, "must be a GPU model name (a string such as A100-80GB), got %s" % short(name))
             ok = False
-            model = None
+        elif len(name) > MAX_NAME_LENGTH:
+            out.add(mfield, "a model name has at most %d characters, got %d" % (MAX_NAME_LENGTH, len(name)))
+            ok = False
+        else:
+            try:
+                model = models_catalog.lookup(name)
+            except catalog.UnknownModelError as exc:
+                out.add(mfield, str(exc))
+                ok = False
         if not _is_int(count) or count < 1:
-            out.add(cfield, "must be a positive integer, got %r" % (count,))
+            out.add(cfield, "must be a positive integer, got %s" % short(count))
             ok = False
             continue
+        total += count
+        if total > MAX_GPUS_PER_NODE:
+            # Checked before the list of models is built: a count of 10**12 costs nothing.
+            out.add(cfield, "%d GPUs on one node; the limit is %d" % (total, MAX_GPUS_PER_NODE))
+            return None
         if model is not None:
             models.extend([model] * count)
     return models if ok else None
+
+
+def check_variables(hostvars, out):
+    """Unknown gpuprov_* names (a typo like gpuprov_sharng) with a did-you-mean."""
+    for name in sorted(hostvars):
+        if not isinstance(name, str) or not name.startswith("gpuprov_") or name in KNOWN_VARS:
+            continue
+        close = difflib.get_close_matches(name[:MAX_NAME_LENGTH], sorted(KNOWN_VARS), n=1, cutoff=0.6)
+        out.add(name[:MAX_NAME_LENGTH], "unknown gpuprov variable%s; a node's variables are %s"
+                % (" (did you mean %s?)" % close[0] if close else "", ", ".join(INTENT_VARS)))
+
+
+def parse_node_name(host, hostvars, out):
+    """The Kubernetes node name: gpuprov_node_name, else the inventory host name."""
+    name = hostvars.get("gpuprov_node_name")
+    field = "gpuprov_node_name"
+    if name is None:
+        name, field = host, "host name"
+    if not isinstance(name, str) or len(name) > NODE_NAME_MAX or not NODE_NAME_RE.match(name):
+        out.add("gpuprov_node_name", "%s %s is not a valid Kubernetes node name (lower-case letters, digits, "
+                "'-' and '.', at most %d characters, RFC 1123)%s"
+                % (field, short(name), NODE_NAME_MAX, "; set gpuprov_node_name" if field == "host name" else ""))
+        return None
+    return name
 
 
 def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=None):
@@ -195,6 +304,8 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
     ``gpuprov_catalog_file`` adds to it).
     """
     out = _Collector(host)
+    check_variables(hostvars, out)
+    node_name = parse_node_name(host, hostvars, out)
     models_catalog, catalog_problems = user_catalog.for_host(hostvars, base_dir, file_cache, user_models)
     for reason in catalog_problems:
         out.add(user_catalog.CATALOG_FILE_VAR, reason)
@@ -206,12 +317,12 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
     if not isinstance(sharing, dict):
         out.add("gpuprov_sharing", "must be a mapping with at least `strategy`")
         return None, out.problems
-    unknown = sorted(set(sharing) - SHARING_KEYS)
+    unknown = _unknown_keys(sharing, SHARING_KEYS)
     if unknown:
         out.add("gpuprov_sharing", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(SHARING_KEYS))))
     strategy = sharing.get("strategy", "exclusive")
     if strategy not in STRATEGIES:
-        out.add("gpuprov_sharing.strategy", "unknown strategy %r; choose one of %s" % (strategy, ", ".join(STRATEGIES)))
+        out.add("gpuprov_sharing.strategy", "unknown strategy %s; choose one of %s" % (short(strategy), ", ".join(STRATEGIES)))
         strategy = None
 
     replicas = sharing.get("replicas")
@@ -223,8 +334,11 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
         if replicas is None:
             out.add("gpuprov_sharing.replicas", "required for strategy %s" % strategy)
         elif not _is_int(replicas) or replicas < 2:
-            out.add("gpuprov_sharing.replicas", "must be an integer >= 2 (the device plugin rejects fewer), got %r" % (replicas,))
+            out.add("gpuprov_sharing.replicas", "must be an integer >= 2 (the device plugin rejects fewer), got %s"
+                    % short(replicas))
             replicas = None
+        else:
+            replicas = _check_replicas("gpuprov_sharing.replicas", replicas, models, out)
     elif replicas is not None and strategy != "hami":  # hami: its provider says why
         out.add("gpuprov_sharing.replicas", "only used by time-slicing and mps; with mig use time_slicing_replicas")
 
@@ -249,7 +363,7 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
         elif strategy != "mps":
             out.add("gpuprov_sharing.mps", "only used with strategy mps")
     if strategy == "mps":
-        mps = _parse_mps(sharing.get("mps") or {}, out)
+        mps = _parse_mps(sharing.get("mps") or {}, out, models)
         if models and replicas:
             for model in sorted(set(models), key=lambda m: m.key):
                 if replicas > model.mps_max_clients:
@@ -271,30 +385,48 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
     if out.problems or models is None or strategy is None:
         return None, out.problems
     return NodeIntent(host, models, strategy, replicas, mig_requests, mig_strategy, mig_source,
-                      ts_replicas, mps, kubelet, options), out.problems
+                      ts_replicas, mps, kubelet, options, node_name), out.problems
 
 
-def _parse_mps(mps, out):
+def _check_replicas(field, replicas, models, out):
+    """Replicas within MAX_REPLICAS and at least MIN_REPLICA_MIB of memory each."""
+    limit = MAX_REPLICAS
+    for model in models or ():
+        limit = min(limit, model.memory_mib // MIN_REPLICA_MIB)
+    if replicas > limit:
+        out.add(field, "%d replicas; the limit is %d on this node (at most %d per GPU, and each replica needs "
+                "at least %d MiB of the GPU's memory)" % (replicas, limit, MAX_REPLICAS, MIN_REPLICA_MIB))
+        return None
+    return replicas
+
+
+def _parse_mps(mps, out, models=None):
     if not isinstance(mps, dict):
         out.add("gpuprov_sharing.mps", "must be a mapping: {provider, active_thread_percentage, pinned_memory_limit}")
         return None
-    unknown = sorted(set(mps) - MPS_KEYS)
+    unknown = _unknown_keys(mps, MPS_KEYS)
     if unknown:
         out.add("gpuprov_sharing.mps", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(MPS_KEYS))))
     provider = mps.get("provider", "device-plugin")
     if provider not in MPS_PROVIDERS:
-        out.add("gpuprov_sharing.mps.provider", "must be one of %s, got %r" % (", ".join(MPS_PROVIDERS), provider))
+        out.add("gpuprov_sharing.mps.provider", "must be one of %s, got %s" % (", ".join(MPS_PROVIDERS), short(provider)))
     result = {"provider": provider}
     pct = mps.get("active_thread_percentage")
     if pct is not None:
         if not _is_int(pct) or not 1 <= pct <= 100:
-            out.add("gpuprov_sharing.mps.active_thread_percentage", "must be an integer from 1 to 100, got %r" % (pct,))
+            out.add("gpuprov_sharing.mps.active_thread_percentage", "must be an integer from 1 to 100, got %s"
+                    % short(pct))
         result["active_thread_percentage"] = pct
     limit = mps.get("pinned_memory_limit")
     if limit is not None:
         mib = _pinned_memory_mib(limit)
         if mib is None:
-            out.add("gpuprov_sharing.mps.pinned_memory_limit", "must be a size such as 10G or 10240M, got %r" % (limit,))
+            out.add("gpuprov_sharing.mps.pinned_memory_limit", "must be a size such as 10G or 10240M, got %s"
+                    % short(limit))
+        elif models and mib > min(m.memory_mib for m in models):
+            smallest = min(models, key=lambda m: m.memory_mib)
+            out.add("gpuprov_sharing.mps.pinned_memory_limit", "%d MiB is more than the %d MiB of the node's %s"
+                    % (mib, smallest.memory_mib, smallest.key))
         result["pinned_memory_limit_mib"] = mib
     if provider == "device-plugin" and (pct is not None or limit is not None):
         out.add("gpuprov_sharing.mps", "the device plugin sets MPS limits itself from replicas; "
@@ -303,12 +435,12 @@ def _parse_mps(mps, out):
 
 
 def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
-    unknown = sorted(set(mig) - MIG_KEYS)
+    unknown = _unknown_keys(mig, MIG_KEYS)
     if unknown:
         out.add("gpuprov_sharing.mig", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(MIG_KEYS))))
     mig_strategy = mig.get("strategy", "mixed")
     if mig_strategy not in ("single", "mixed"):
-        out.add("gpuprov_sharing.mig.strategy", "must be single or mixed, got %r" % (mig_strategy,))
+        out.add("gpuprov_sharing.mig.strategy", "must be single or mixed, got %s" % short(mig_strategy))
     has_config, has_devices = "config" in mig, "devices" in mig
     if has_config == has_devices:
         out.add("gpuprov_sharing.mig", "set exactly one of config (a named config) or devices (mig-parted entries)")
@@ -330,7 +462,14 @@ def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
         source = "inline"
     else:
         name = mig["config"]
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
+            out.add("gpuprov_sharing.mig.config", "must be a config name (a string of at most %d characters), got %s"
+                    % (MAX_NAME_LENGTH, short(name)))
+            return None, mig_strategy, None
         path = hostvars.get("gpuprov_mig_config_file")
+        if path is not None and (not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path):
+            out.add("gpuprov_mig_config_file", "must be a path to a mig-parted file, got %s" % short(path))
+            return None, mig_strategy, None
         if path is not None:
             if base_dir and not os.path.isabs(str(path)):
                 path = os.path.join(base_dir, str(path))
@@ -340,8 +479,8 @@ def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
                 out.add("gpuprov_mig_config_file", str(exc))
                 return None, mig_strategy, None
             if name not in configs:
-                out.add("gpuprov_sharing.mig.config", "no config named %r in %s (it has: %s)"
-                        % (name, path, ", ".join(sorted(configs))))
+                out.add("gpuprov_sharing.mig.config", "no config named %s in %s (it has: %s)"
+                        % (short(name), path, ", ".join(sorted(configs)[:20])))
                 return None, mig_strategy, None
             entries = configs[name]
             field = "%s: mig-configs.%s" % (path, name)
@@ -349,9 +488,9 @@ def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
         else:
             entries = migparted.builtin_entries(str(name), models)
             if entries is None:
-                out.add("gpuprov_sharing.mig.config", "no built-in config named %r; built-ins for this node: %s "
+                out.add("gpuprov_sharing.mig.config", "no built-in config named %s; built-ins for this node: %s "
                         "(or name a mig-parted file with gpuprov_mig_config_file)"
-                        % (name, ", ".join(migparted.builtin_names(models))))
+                        % (short(name), ", ".join(migparted.builtin_names(models))))
                 return None, mig_strategy, None
             field = "gpuprov_sharing.mig.config(%s)" % name
             source = "builtin#%s" % name
@@ -381,12 +520,12 @@ def _parse_kubelet(kubelet, out):
     if not isinstance(kubelet, dict):
         out.add("gpuprov_kubelet", "must be a mapping of kubelet settings")
         return {}
-    unknown = sorted(set(kubelet) - KUBELET_KEYS)
+    unknown = _unknown_keys(kubelet, KUBELET_KEYS)
     if unknown:
         out.add("gpuprov_kubelet", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(KUBELET_KEYS))))
     for key, allowed in KUBELET_ENUMS.items():
         if key in kubelet and kubelet[key] not in allowed:
-            out.add("gpuprov_kubelet.%s" % key, "unknown policy %r; choose one of %s" % (kubelet[key], ", ".join(allowed)))
+            out.add("gpuprov_kubelet.%s" % key, "unknown policy %s; choose one of %s" % (short(kubelet[key]), ", ".join(allowed)))
     for key, known in (("cpu_manager_policy_options", CPU_MANAGER_OPTIONS),
                        ("topology_manager_policy_options", TOPOLOGY_MANAGER_OPTIONS)):
         options = kubelet.get(key)
@@ -401,8 +540,8 @@ def _parse_kubelet(kubelet, out):
             if kind is None:
                 out.add(field, "unknown option; known: %s" % ", ".join(sorted(known)))
             elif not _option_value_ok(kind, value):
-                out.add(field, "expected %s, got %r" % ({"bool": "true or false", "int>8": "an integer above 8",
-                                                        "str": "a string"}[kind], value))
+                out.add(field, "expected %s, got %s" % ({"bool": "true or false", "int>8": "an integer from 9 to 1024",
+                                                        "str": "a string"}[kind], short(value)))
     reserved = kubelet.get("reserved_system_cpus")
     if reserved is not None and reserved != "auto":
         try:
@@ -410,17 +549,23 @@ def _parse_kubelet(kubelet, out):
             if not cpus:
                 raise ValueError("empty cpuset")
         except ValueError as exc:
-            out.add("gpuprov_kubelet.reserved_system_cpus", "invalid cpuset %r: %s (use e.g. \"0,32\", \"0-1\" or auto)"
-                    % (reserved, exc))
+            out.add("gpuprov_kubelet.reserved_system_cpus", "invalid cpuset %s: %s (use e.g. \"0,32\", \"0-1\" or auto)"
+                    % (short(reserved), exc))
     for key in ("kube_reserved_cpu", "system_reserved_cpu"):
         if key in kubelet and _cpu_quantity(kubelet[key]) is None:
-            out.add("gpuprov_kubelet.%s" % key, "must be a CPU quantity such as 1, 500m or \"1.5\", got %r" % (kubelet[key],))
+            out.add("gpuprov_kubelet.%s" % key, "must be a CPU quantity such as 1, 500m or \"1.5\" (at most %d cores), got %s"
+                    % (MAX_CPU_QUANTITY, short(kubelet[key])))
     if kubelet.get("cpu_manager_policy") == "static":
         reserved_cpu = sum(_cpu_quantity(kubelet.get(k, 0)) or 0 for k in ("kube_reserved_cpu", "system_reserved_cpu"))
         if reserved is None and reserved_cpu <= 0:
             out.add("gpuprov_kubelet.cpu_manager_policy",
                     "static needs a CPU reservation: set reserved_system_cpus (a cpuset or auto) or "
                     "kube_reserved_cpu/system_reserved_cpu (kubelet refuses to start otherwise)")
+    reserved_memory = kubelet.get("reserved_memory")
+    if reserved_memory is not None and (not isinstance(reserved_memory, list) or len(reserved_memory) > MAX_NUMA_NODES
+                                        or not all(isinstance(item, dict) for item in reserved_memory)):
+        out.add("gpuprov_kubelet.reserved_memory", "must be a list of at most %d {numaNode, limits} entries, got %s"
+                % (MAX_NUMA_NODES, short(reserved_memory)))
     if kubelet.get("memory_manager_policy") == "Static" and not kubelet.get("reserved_memory"):
         out.add("gpuprov_kubelet.reserved_memory",
                 "memory_manager_policy Static needs reserved_memory per NUMA node (kubelet refuses to start otherwise)")
@@ -431,20 +576,26 @@ def _option_value_ok(kind, value):
     if kind == "bool":
         return isinstance(value, bool) or str(value).lower() in ("true", "false")
     if kind == "int>8":
-        try:
-            return int(str(value)) > 8
-        except ValueError:
-            return False
-    return isinstance(value, str)
+        # kubelet reads this option as an integer; more NUMA nodes than 1024 is no machine.
+        if isinstance(value, str) and re.match(r"^\d{1,5}$", value.strip()):
+            value = int(value)
+        return _is_int(value) and 8 < value <= 1024
+    return isinstance(value, str) and len(value) <= MAX_NAME_LENGTH
+
+
+def _unknown_keys(mapping, allowed):
+    return sorted(escape(short(k, 40) if not isinstance(k, str) else k[:MAX_NAME_LENGTH])
+                  for k in mapping if k not in allowed)
 
 
 def _cpu_quantity(value):
-    """Kubernetes CPU quantity -> cores (float), or None when malformed or negative."""
+    """Kubernetes CPU quantity -> cores (float), or None when malformed, negative or above
+    MAX_CPU_QUANTITY (the shared parser bounds digits and exponents)."""
     try:
         cores = k8s_quantity(value if isinstance(value, int) else str(value).strip())
     except ValueError:
         return None
-    return float(cores) if cores >= 0 else None
+    return float(cores) if 0 <= cores <= MAX_CPU_QUANTITY else None
 
 
 def _pinned_memory_mib(value):

@@ -22,11 +22,18 @@ __metaclass__ = type
 
 import os
 
-import yaml
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
 
 ENTRY_KEYS = {"devices", "device-filter", "mig-enabled", "mig-devices"}
+# Bounds, checked before anything is built from a count. No MIG-capable GPU has more than 7
+# GPU instances (7 compute slices on A100/H100/H200/B200; NVIDIA MIG user guide, "Supported
+# MIG Profiles"); a node has at most intent.MAX_GPUS_PER_NODE (64) GPUs, so no entry needs
+# more indices or filters than that.
+MAX_INSTANCES_PER_GPU = 7
+MAX_GPU_INDEX = 63
+MAX_ENTRIES = 64
+MAX_CONFIGS = 1000
+MAX_NAME_LENGTH = 128
 
 
 class MigPartedError(ValueError):
@@ -52,15 +59,12 @@ class GpuMigRequest:
 
 def load_file(path):
     """Read and structurally check a mig-parted file. Returns {config name: [entries]}."""
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise MigPartedError(path, "file not found")
     try:
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        raise MigPartedError(path, "not valid YAML: %s" % str(exc).replace("\n", " "))
-    except OSError as exc:
-        raise MigPartedError(path, "cannot read: %s" % exc.strerror)
+        data = safe_files.load(path, kind="yaml")
+    except safe_files.FileInputError as exc:
+        raise MigPartedError(path, exc.reason)
     return parse(data, path)
 
 
@@ -73,8 +77,13 @@ def parse(data, source="mig-parted config"):
     configs = data.get("mig-configs")
     if not isinstance(configs, dict) or not configs:
         raise MigPartedError("%s: mig-configs" % source, "must be a non-empty mapping of config names to entry lists")
+    if len(configs) > MAX_CONFIGS:
+        raise MigPartedError("%s: mig-configs" % source, "%d configs; the limit is %d" % (len(configs), MAX_CONFIGS))
     result = {}
     for name, entries in configs.items():
+        if not isinstance(name, (str, int)) or isinstance(name, bool) or len(str(name)) > MAX_NAME_LENGTH:
+            raise MigPartedError("%s: mig-configs" % source, "config names are strings of at most %d characters"
+                                 % MAX_NAME_LENGTH)
         field = "%s: mig-configs.%s" % (source, name)
         result[str(name)] = parse_entries(entries, field)
     return result
@@ -84,6 +93,8 @@ def parse_entries(entries, field):
     """Check a list of mig-parted entries; returns normalised dicts."""
     if not isinstance(entries, list) or not entries:
         raise MigPartedError(field, "must be a non-empty list of entries")
+    if len(entries) > MAX_ENTRIES:
+        raise MigPartedError(field, "%d entries; the limit is %d" % (len(entries), MAX_ENTRIES))
     parsed = []
     for i, entry in enumerate(entries):
         efield = "%s[%d]" % (field, i)
@@ -96,9 +107,15 @@ def parse_entries(entries, field):
         if devices is None:
             raise MigPartedError(efield + ".devices", "required: `all` or a list of GPU indices")
         if devices != "all":
+            if isinstance(devices, list) and len(devices) > MAX_GPU_INDEX + 1:
+                raise MigPartedError(efield + ".devices", "%d GPU indices; a node has at most %d GPUs"
+                                     % (len(devices), MAX_GPU_INDEX + 1))
             if not isinstance(devices, list) or not devices or not all(
                     isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in devices):
-                raise MigPartedError(efield + ".devices", "must be `all` or a non-empty list of GPU indices, got %r" % (devices,))
+                raise MigPartedError(efield + ".devices", "must be `all` or a non-empty list of GPU indices, got %s" % _short(devices))
+            if max(devices) > MAX_GPU_INDEX:
+                raise MigPartedError(efield + ".devices", "GPU index %d; a node has at most %d GPUs (indices 0-%d)"
+                                     % (max(devices), MAX_GPU_INDEX + 1, MAX_GPU_INDEX))
         if "mig-enabled" not in entry or not isinstance(entry["mig-enabled"], bool):
             raise MigPartedError(efield + ".mig-enabled", "required: true or false")
         enabled = entry["mig-enabled"]
@@ -109,18 +126,25 @@ def parse_entries(entries, field):
             mig_devices = {}
         if not isinstance(mig_devices, dict):
             raise MigPartedError(efield + ".mig-devices", "must map profile names to counts")
+        if len(mig_devices) > MAX_INSTANCES_PER_GPU * 4:
+            raise MigPartedError(efield + ".mig-devices", "%d profiles; a GPU has at most %d instances"
+                                 % (len(mig_devices), MAX_INSTANCES_PER_GPU))
         if not enabled and mig_devices:
             raise MigPartedError(efield + ".mig-devices", "must be empty when mig-enabled is false")
         counts = {}
         for profile, count in mig_devices.items():
+            pfield = "%s.mig-devices.%s" % (efield, str(profile)[:MAX_NAME_LENGTH])
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise MigPartedError("%s.mig-devices.%s" % (efield, profile), "count must be a non-negative integer, got %r" % (count,))
+                raise MigPartedError(pfield, "count must be a non-negative integer, got %s" % _short(count))
+            if count > MAX_INSTANCES_PER_GPU:
+                raise MigPartedError(pfield, "%d instances; a GPU has at most %d" % (count, MAX_INSTANCES_PER_GPU))
             if count:
                 counts[str(profile)] = count
         filters = entry.get("device-filter")
         if filters is not None:
             filters = [filters] if isinstance(filters, str) else filters
-            if not isinstance(filters, list) or not filters or not all(isinstance(f, str) for f in filters):
+            if not isinstance(filters, list) or not filters or len(filters) > MAX_ENTRIES or not all(
+                    isinstance(f, str) and len(f) <= MAX_NAME_LENGTH for f in filters):
                 raise MigPartedError(efield + ".device-filter", "must be a PCI id string like 0x20B210DE or a list of them")
             for f in filters:
                 try:
@@ -129,6 +153,11 @@ def parse_entries(entries, field):
                     raise MigPartedError(efield + ".device-filter", str(exc))
         parsed.append({"devices": devices, "device-filter": filters, "mig-enabled": enabled, "mig-devices": counts})
     return parsed
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...(%d characters)" % len(text)
 
 
 def _filter_matches(filters, model):

@@ -44,6 +44,7 @@ class Planner:
             return None, [Problem(intent.host, p.field, p.reason) for p in problems]
         plan = dict(body)
         plan["host"] = intent.host
+        plan["node_name"] = intent.node_name
         return plan, []
 
     # -- one intent ---------------------------------------------------------------------------
@@ -296,7 +297,17 @@ def plan_fleet(intents):
     """Plan every intent. Returns (result dict, [Problem])."""
     planner = Planner()
     nodes, problems = {}, []
+    # A Kubernetes node name names one node: two hosts with one name would drain, label and
+    # report each other's node.
+    owners = {}
     for intent in intents:
+        owners.setdefault(intent.node_name, []).append(intent.host)
+    for intent in intents:
+        others = [h for h in owners[intent.node_name] if h != intent.host]
+        if others:
+            problems.append(Problem(intent.host, "gpuprov_node_name", "node name %s is also the node name of %s; "
+                                    "each host needs its own" % (intent.node_name, ", ".join(others[:5]))))
+            continue
         plan, node_problems = planner.plan_node(intent)
         if node_problems:
             problems.extend(node_problems)

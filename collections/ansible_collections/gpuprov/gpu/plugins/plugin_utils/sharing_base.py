@@ -23,6 +23,10 @@ __metaclass__ = type
 # A shared slot with less memory than this cannot hold a CUDA context plus a small model;
 # the plan warns. (An operating rule of thumb, not a hardware limit: UNVERIFIED.)
 SLOT_MEMORY_FLOOR_GIB = 2.0
+# At most this many time-slicing or MPS replicas per device (a gpuprov policy, not NVIDIA's):
+# far above any useful sharing, low enough that a hostile count is refused before anything
+# is built from it.
+MAX_REPLICAS = 128
 
 
 class SharingProvider:

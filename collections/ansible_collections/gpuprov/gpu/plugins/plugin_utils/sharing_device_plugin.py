@@ -16,6 +16,8 @@ __metaclass__ = type
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin, device_plugin_schema
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import sharing_base as sharing
 
+MAX_REPLICAS = sharing.MAX_REPLICAS
+
 GPU_RESOURCE = device_plugin.GPU_RESOURCE
 OPTION_KEYS = {"rename_by_default": "renameByDefault", "fail_requests_greater_than_one": "failRequestsGreaterThanOne"}
 # The plugin's defaults as gpuprov writes them: no rename; multi-slot requests fail (NVIDIA's
@@ -54,6 +56,9 @@ class DevicePluginProvider(sharing.SharingProvider):
             if value < 2:
                 out.add(field, "must be an integer >= 2, got %r" % (value,))
                 return None
+            if value > MAX_REPLICAS:
+                out.add(field, "%d replicas; the limit is %d per device" % (value, MAX_REPLICAS))
+                return None
             return value
         if not isinstance(value, dict) or not value:
             out.add(field, "must be an integer >= 2 (every MIG device and whole GPU) or a mapping from MIG "
@@ -68,6 +73,9 @@ class DevicePluginProvider(sharing.SharingProvider):
             elif not _is_int(replicas) or replicas < 1:
                 out.add("%s.%s" % (field, key), "must be an integer >= 2 (1 leaves the device whole), got %r"
                         % (replicas,))
+                bad = True
+            elif replicas > MAX_REPLICAS:
+                out.add("%s.%s" % (field, key), "%d replicas; the limit is %d per device" % (replicas, MAX_REPLICAS))
                 bad = True
             elif replicas == 1:
                 continue  # the device stays whole, as if not named

@@ -28,10 +28,8 @@ __metaclass__ = type
 import os
 import re
 
-import yaml
-
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
 
 ENTRY_KEYS = {"name", "description", "memory", "memory_mib", "compute_capability", "architecture",
               "nvidia_smi_names", "aliases", "pci_device_id", "pci_device_ids"}
@@ -44,6 +42,8 @@ CATALOG_FILE_VAR = "gpuprov_catalog_file"
 CLI_CATALOG_VAR = "gpuprov_cli_catalog_file"
 # A GPU with more memory than this is a typo (the largest in the catalog has 180 GB).
 MAX_MEMORY_MIB = 1024 * 1024
+# More models than any fleet has kinds of GPU (the built-in catalog has a few dozen).
+MAX_MODELS = 256
 
 
 class CatalogFileError(ValueError):
@@ -70,6 +70,12 @@ def _strings(value):
     return None
 
 
+def _short(value, limit=60):
+    """repr() of a value for an error message, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...(%d characters)" % len(text)
+
+
 def parse_models(document, source):
     """GpuModels from a parsed catalog document. Raises CatalogFileError with every problem."""
     problems = []
@@ -80,6 +86,9 @@ def parse_models(document, source):
     if not isinstance(document, dict) or set(document) != {"models"} or not isinstance(document["models"], list):
         raise CatalogFileError(["%s: (top level): must be a mapping with one key, models: a list of GPU models"
                                 % source])
+    if len(document["models"]) > MAX_MODELS:
+        raise CatalogFileError(["%s: models: %d entries; the limit is %d"
+                                % (source, len(document["models"]), MAX_MODELS)])
     models = []
     for index, entry in enumerate(document["models"]):
         field = "models[%d]" % index
@@ -88,7 +97,7 @@ def parse_models(document, source):
             continue
         name = entry.get("name")
         if not isinstance(name, str) or not _KEY_RE.match(name):
-            bad(field + ".name", "required: 1-63 letters, digits, '.', '_' or '-', got %r" % (name,))
+            bad(field + ".name", "required: 1-63 letters, digits, '.', '_' or '-', got %s" % (_short(name),))
             name = None
         elif name:
             field = "models[%d](%s)" % (index, name)
@@ -103,15 +112,15 @@ def parse_models(document, source):
             memory = _memory_mib(raw) if "memory" in entry else (raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
             if memory is None or not 1024 <= memory <= MAX_MEMORY_MIB:
                 bad(field + (".memory" if "memory" in entry else ".memory_mib"),
-                    "must be a size from 1Gi to 1024Gi (e.g. 48Gi or 49140Mi), got %r" % (raw,))
+                    "must be a size from 1Gi to 1024Gi (e.g. 48Gi or 49140Mi), got %s" % (_short(raw),))
                 memory = None
         cc = entry.get("compute_capability")
         if not isinstance(cc, str) or not _CC_RE.match(cc):
-            bad(field + ".compute_capability", "required: major.minor as a string, e.g. \"8.9\", got %r" % (cc,))
+            bad(field + ".compute_capability", "required: major.minor as a string, e.g. \"8.9\", got %s" % (_short(cc),))
             cc = None
         arch = entry.get("architecture", "other")
         if arch not in ARCHITECTURES:
-            bad(field + ".architecture", "must be one of %s, got %r" % (", ".join(ARCHITECTURES), arch))
+            bad(field + ".architecture", "must be one of %s, got %s" % (", ".join(ARCHITECTURES), _short(arch)))
         if ("pci_device_id" in entry) == ("pci_device_ids" in entry):
             bad(field + ".pci_device_id", "set exactly one of pci_device_id or pci_device_ids "
                                           "(the 4 hex digits lspci -nn shows after 10de:)")
@@ -126,7 +135,7 @@ def parse_models(document, source):
                     # YAML reads 0x26BA as the integer 9914.
                     match = _PCI_RE.match("%04x" % item) if 0 <= item <= 0xFFFF else None
                 if not match:
-                    bad(field + ".pci_device_id", "%r is not a PCI device id such as \"0x26BA\"" % (item,))
+                    bad(field + ".pci_device_id", "%s is not a PCI device id such as \"0x26BA\"" % (_short(item),))
                     pci = None
                     break
                 pci.append(int(match.group(1), 16))
@@ -186,14 +195,15 @@ def _builtin_owner(text):
 
 
 def load_file(path):
-    """Models of one catalog file. Raises CatalogFileError (unreadable, not YAML, bad entries)."""
+    """Models of one catalog file. Raises CatalogFileError (unreadable, not YAML, bad entries).
+
+    Read with the bounds of every input file (size, nesting, alias expansion, UTF-8): a
+    hostile catalog is refused naming the file, never a MemoryError or a hang.
+    """
     try:
-        with open(path) as handle:
-            document = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogFileError(["%s: cannot read: %s" % (path, getattr(exc, "strerror", None) or exc)])
-    except yaml.YAMLError as exc:
-        raise CatalogFileError(["%s: not valid YAML: %s" % (path, str(exc).replace("\n", " "))])
+        document = safe_files.load(path, kind="yaml")
+    except safe_files.FileInputError as exc:
+        raise CatalogFileError([str(exc)])
     return parse_models(document, path)
 
 

@@ -8,9 +8,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 import pytest
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
 from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     CpuTopology,
     CpusetError,
@@ -226,3 +228,30 @@ def test_auto_on_a_one_core_machine_asks_for_an_explicit_cpuset(tmp_path):
     topology = CpuTopology.from_sysfs(str(tmp_path))
     with pytest.raises(CpusetError, match="set an explicit cpuset"):
         auto_reserved_cpus(topology)
+
+
+# -- bounds: refused before any range is built ---------------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("0-999999999", "above the largest CPU id Linux has (8191)"),
+    ("8192", "above the largest CPU id Linux has (8191)"),
+    ("9" * 10000, "invalid CPU number"),
+    (",".join(["0-8191"] * 3), "lists more than 16384 CPUs, counting repeats"),
+    ("0," * 40000, "over the limit of 65536"),
+])
+def test_huge_cpusets_are_refused_without_building_them(text, message):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(cpuset.CpusetError, match=re.escape(message)):
+            cpuset.parse_cpuset(text, allow_duplicates="," in text and "0-8191" in text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # A set of 10**9 CPU ids needs tens of GB; refusing it must stay within a few MB.
+    assert peak < 4 * 1024 * 1024, peak
+
+
+def test_the_largest_cpu_id_is_accepted():
+    assert cpuset.parse_cpuset("8190-8191") == [8190, 8191]

@@ -189,3 +189,24 @@ def test_inventory_takes_every_cpu_quantity_the_kubelet_takes(value):
 @pytest.mark.parametrize("value", ["-1", "1 core", "1Gb", "one"])
 def test_inventory_refuses_cpu_quantities_the_kubelet_refuses(value):
     assert _intent_cpu_problem(value) == ["gpuprov_kubelet.kube_reserved_cpu"]
+
+
+# -- bounds: hostile text is refused before any arithmetic ---------------------------------
+
+@pytest.mark.parametrize("text", ["1e999999999", "1e-999999999", "9" * 10000, "1" + "0" * 30 + "Ei",
+                                  "9223372036854775808", 10 ** 30])
+def test_k8s_quantity_refuses_what_no_quantity_can_hold(text):
+    # quantity.go: no quantity represents a number above 2^63-1 in magnitude. Refused by the
+    # bounds, before Fraction(10) ** 999999999 (which would not finish) is computed.
+    with pytest.raises(ValueError):
+        k8s_quantity(text)
+
+
+def test_k8s_quantity_keeps_the_largest_quantity():
+    assert k8s_quantity("9223372036854775807") == 2 ** 63 - 1
+    assert k8s_quantity("1e18") == 10 ** 18
+
+
+def test_mps_pinned_memory_refuses_a_size_with_thousands_of_digits():
+    with pytest.raises(ValueError):
+        mps_pinned_memory_mib("9" * 10000 + "G")
