@@ -393,9 +393,19 @@ PLAIN_NODES = [
 ]
 
 
+def plain_fleet(nodes):
+    """The fleet plan the same nodes get from inventory variables of the same meaning."""
+    intents = [parse_intent(n["name"], {"gpuprov_gpu_model": n["gpu_model"], "gpuprov_gpu_count": n["gpu_count"],
+                                        "gpuprov_sharing": n["sharing"]})[0] for n in nodes]
+    return plan_fleet(intents)
+
+
 def plain_cluster(tmp_path, nodes):
-    """A fake cluster with the two nodes; the role gets node configs, not a fleet plan."""
-    fake = FakeCluster(tmp_path, {"nodes": dict((n["name"], None) for n in PLAIN_NODES), "device_plugin_configs": {}})
+    """A fake cluster with the two GPU nodes, their plugins advertising what the GPUs offer; the
+    role gets node configs, not a fleet plan."""
+    fleet, problems = plain_fleet(PLAIN_NODES)
+    assert problems == []
+    fake = FakeCluster(tmp_path, fleet)
     fake.vars_path.write_text(json.dumps({"gpu_device_plugin_nodes": nodes}))
     return fake
 
@@ -405,9 +415,7 @@ def test_node_configs_without_an_inventory_are_planned_like_the_inventory(tmp_pa
     proc, _ = fake.run("--limit", "gpu-a100-01")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The same plan as from inventory variables of the same meaning.
-    intents = [parse_intent(n["name"], {"gpuprov_gpu_model": n["gpu_model"], "gpuprov_gpu_count": n["gpu_count"],
-                                        "gpuprov_sharing": n["sharing"]})[0] for n in PLAIN_NODES]
-    expected, problems = plan_fleet(intents)
+    expected, problems = plain_fleet(PLAIN_NODES)
     assert problems == []
     labels = dict((n, fake.state()["nodes"][n]["labels"]) for n in ("gpu-a100-01", "gpu-t4-01"))
     for name, plan in expected["nodes"].items():

@@ -9,10 +9,10 @@ import sys
 import pytest
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAKES = os.path.join(REPO, "tests", "fakes")
+from testlib import FAKES, REPO
+
 sys.path.insert(0, os.path.join(FAKES, "python"))
-import pynvml as fake_pynvml  # noqa: E402  (the fake: tests/fakes/python comes first)
+import pynvml as fake_pynvml  # noqa: E402  (the fake's python folder comes first)
 
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 MIG_BALANCED = {"strategy": "mig", "mig": {"config": "all-balanced"}}
