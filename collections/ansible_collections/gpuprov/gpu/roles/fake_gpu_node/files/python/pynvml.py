@@ -445,6 +445,11 @@ def _write(path, state):
     with os.fdopen(fd, "w") as handle:
         json.dump(state, handle, indent=1, sort_keys=True)
         handle.write("\n")
+    try:
+        # Keep the state file's mode (mkstemp makes 0600): it stands for the GPU, not a new file.
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+    except FileNotFoundError:
+        pass
     os.replace(tmp, path)
 
 
