@@ -246,7 +246,7 @@ def test_huge_cpusets_are_refused_without_building_them(text, message):
     try:
         with pytest.raises(cpuset.CpusetError, match=re.escape(message)):
             cpuset.parse_cpuset(text, allow_duplicates="," in text and "0-8191" in text)
-        _, peak = tracemalloc.get_traced_memory()
+        dummy, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     # A set of 10**9 CPU ids needs tens of GB; refusing it must stay within a few MB.

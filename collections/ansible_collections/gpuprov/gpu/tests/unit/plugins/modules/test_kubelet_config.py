@@ -17,7 +17,6 @@ import yaml
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import atomic_write
 from ansible_collections.gpuprov.gpu.plugins.modules import kubelet_config
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.fake_sysfs import build_sysfs
 

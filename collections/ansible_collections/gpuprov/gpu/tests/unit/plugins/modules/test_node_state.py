@@ -112,8 +112,8 @@ def test_mps_daemon_down_then_as_planned_then_other_limits(capsys, mps_node):
     run_raw(capsys, mps_daemon.main, {"pipe_directory": node.pipe, "log_directory": node.log, "timeout": 5,
                                       "active_thread_percentage": 50, "pinned_memory_limit": "10G"})
     commands = len(node.commands())
-    assert run_raw(capsys, node_state.main, {"mps": mps})["mps"] == {"running": True, "changed": False,
-                                                                       "error": None}
+    read = run_raw(capsys, node_state.main, {"mps": mps})["mps"]
+    assert read == {"running": True, "changed": False, "error": None}
 
     other = run_raw(capsys, node_state.main, {"mps": dict(mps, active_thread_percentage=25)})
     assert other["mps"] == {"running": True, "changed": True, "error": None}

@@ -62,8 +62,8 @@ def test_variants_are_their_own_models_not_aliases():
     assert catalog.lookup("NVIDIA A800-SXM4-80GB").gfd_product == "NVIDIA-A800-SXM4-80GB"
 
 
-@pytest.mark.skipif(not os.path.exists(CONFIG_DEFAULT), reason="../shared/reference/real-world/mig-parted-config-default.yaml "
-                                                                "is not beside the repository")
+@pytest.mark.skipif(not os.path.exists(CONFIG_DEFAULT),
+                    reason="../shared/reference/real-world/mig-parted-config-default.yaml is not beside the repository")
 def test_variant_pci_ids_sit_with_their_geometry_in_mig_parted_config_default():
     """NVIDIA's all-balanced entries list each PCI filter with one geometry; ours must match."""
     with open(CONFIG_DEFAULT) as handle:

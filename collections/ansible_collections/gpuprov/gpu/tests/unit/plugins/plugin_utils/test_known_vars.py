@@ -109,5 +109,5 @@ def test_an_unknown_variable_is_still_refused_with_a_did_you_mean():
             problems.append((field, reason))
 
     intent.check_variables({"gpuprov_baseline_intervall": 5, "gpuprov_baseline_interval": 5}, Out())
-    assert [field for field, _ in problems] == ["gpuprov_baseline_intervall"]
+    assert [field for field, dummy in problems] == ["gpuprov_baseline_intervall"]
     assert "did you mean gpuprov_baseline_interval?" in problems[0][1]

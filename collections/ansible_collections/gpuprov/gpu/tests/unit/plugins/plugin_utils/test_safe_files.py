@@ -36,7 +36,7 @@ def test_alias_bomb_is_refused_while_composing(tmp_path):
     try:
         with pytest.raises(safe_files.FileInputError, match="more than 500000 values once YAML aliases are expanded"):
             safe_files.load(path)
-        _, peak = tracemalloc.get_traced_memory()
+        dummy, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 16 * 1024 * 1024, peak

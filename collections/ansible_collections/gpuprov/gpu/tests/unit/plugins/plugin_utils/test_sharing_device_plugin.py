@@ -61,7 +61,7 @@ def test_mapping_with_whole_gpus_and_two_counts():
     assert resources == [{"name": "nvidia.com/gpu", "replicas": 3}, {"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]
     assert_plugin_accepts(node["device_plugin"]["config"])
     # Names follow content: other counts, other name.
-    other, _ = plan({"strategy": "mig", "mig": {"devices": MIXED}, "time_slicing_replicas": {"3g.40gb": 2, "gpu": 4}})
+    other, dummy = plan({"strategy": "mig", "mig": {"devices": MIXED}, "time_slicing_replicas": {"3g.40gb": 2, "gpu": 4}})
     assert other["device_plugin"]["config_name"] != node["device_plugin"]["config_name"]
 
 
@@ -121,7 +121,7 @@ def test_defaults_keep_config_names_and_warn_about_multi_slot_requests():
     ts = node["device_plugin"]["config"]["sharing"]["timeSlicing"]
     assert ts["renameByDefault"] is False and ts["failRequestsGreaterThanOne"] is True
     assert any("rejects a pod asking for more than one nvidia.com/gpu" in w for w in node["warnings"])
-    exclusive, _ = plan({"strategy": "exclusive"}, model="T4", count=1)
+    exclusive, dummy = plan({"strategy": "exclusive"}, model="T4", count=1)
     assert exclusive["slots"] == [] and not any("more than one" in w for w in exclusive["warnings"])
 
 
@@ -151,10 +151,10 @@ def test_plugin_options_with_exclusive_are_refused():
 
 
 def test_memory_per_slot_and_the_floor_warning():
-    node, _ = plan({"strategy": "time-slicing", "replicas": 4}, model="T4", count=2)
+    node, dummy = plan({"strategy": "time-slicing", "replicas": 4}, model="T4", count=2)
     assert node["slots"] == [{"resource": "nvidia.com/gpu", "replicas": 4, "devices": 2, "memory_gib_per_slot": 3.75}]
     assert not any("GiB of memory per slot" in w for w in node["warnings"])
-    node, _ = plan({"strategy": "time-slicing", "replicas": 16}, model="T4", count=2)
+    node, dummy = plan({"strategy": "time-slicing", "replicas": 16}, model="T4", count=2)
     assert node["slots"][0]["memory_gib_per_slot"] == 0.94
     assert "nvidia.com/gpu: 16 slots per device leave 0.94 GiB of memory per slot (below 2 GiB); use fewer " \
            "replicas or a larger device" in node["warnings"]

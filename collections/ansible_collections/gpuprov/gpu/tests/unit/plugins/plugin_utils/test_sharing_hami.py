@@ -42,7 +42,7 @@ def test_defaults_follow_hami_chart():
 
 
 def test_scaling_changes_registered_memory_and_warns_oversubscription():
-    node, _ = plan({"strategy": "hami", "hami": {"split_count": 4, "memory_scaling": 1.5, "core_scaling": 2}}, count=1)
+    node, dummy = plan({"strategy": "hami", "hami": {"split_count": 4, "memory_scaling": 1.5, "core_scaling": 2}}, count=1)
     assert node["hami"]["gpus"][0] == {"index": 0, "memory_mib": int(46068 * 1.5), "cores_percent": 200}
     assert any("oversubscribes" in w for w in node["warnings"])
 
@@ -84,8 +84,8 @@ def test_hami_keys_with_another_strategy():
 
 
 def test_fleet_with_hami_has_no_device_plugin_config_for_it():
-    hami, _ = parse_intent("h1", {"gpuprov_gpu_model": "L20", "gpuprov_sharing": {"strategy": "hami"}})
-    ts, _ = parse_intent("t1", {"gpuprov_gpu_model": "T4", "gpuprov_sharing": {"strategy": "time-slicing", "replicas": 2}})
+    hami, dummy = parse_intent("h1", {"gpuprov_gpu_model": "L20", "gpuprov_sharing": {"strategy": "hami"}})
+    ts, dummy = parse_intent("t1", {"gpuprov_gpu_model": "T4", "gpuprov_sharing": {"strategy": "time-slicing", "replicas": 2}})
     result, problems = plan_fleet([hami, ts])
     assert problems == []
     assert list(result["device_plugin_configs"]) == ["ts-2"]
