@@ -90,8 +90,8 @@ def test_mig_layout_survives_a_reboot_through_the_boot_unit(mig_fleet):
 
     code, nodes, err = status(inventories)
     assert code == 0, (nodes, err[-3000:])
-    assert nodes == {"ampere": {"status": "in-sync", "drift": [], "message": None},
-                     "hopper": {"status": "in-sync", "drift": [], "message": None}}
+    assert nodes == {"ampere": {"status": "in-sync", "drift": [], "message": None, "node_name": "ampere"},
+                     "hopper": {"status": "in-sync", "drift": [], "message": None, "node_name": "hopper"}}
 
     # Reboot the Hopper node: its GPU instances and (Hopper) its MIG mode are gone.
     with fake_pynvml.mutate_state(str(hopper.private_path(fleetlib.FAKE_ROOT + "/nvml.json"))) as state:
