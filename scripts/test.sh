@@ -158,7 +158,7 @@ stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
 # Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping,
 # with the bench's targets (ratios, tasks per node); the full sizes run by hand.
-stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 1
+stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 2
 stage "antsibull-changelog lint" run_changelog_lint
 stage "ansible-builder create" run_builder_create
 stage "ansible-galaxy collection verify" run_galaxy_verify
