@@ -32,8 +32,14 @@ POD = "nvidia-device-plugin/nvidia-device-plugin-abcde"
 MIG = {"strategy": "mig", "mig": {"config": "all-1g.10gb"}}
 
 
+HAMI_POD = "kube-system/hami-device-plugin-fghij"
+
+
 class HeldNode:
-    def __init__(self, root):
+    """A fake node whose GPU a device-plugin pod holds: NVIDIA's (placed by gpuprov's pause
+    affinity), or with ``hami`` HAMi's, which its chart places by the node label gpu=on alone."""
+
+    def __init__(self, root, hami=False):
         self.root = root
         self.nvml_state = str(root / "nvml.json")
         self.systemd_state = str(root / "systemd.json")
@@ -48,13 +54,22 @@ class HeldNode:
         fake_pynvml.save_state(state, self.nvml_state)
         with open(self.systemd_state, "w") as handle:
             json.dump({"units": {PERSISTENCED: {"active": True, "enabled": True}}}, handle)
+        labels = {"feature.node.kubernetes.io/pci-10de.present": "true"}
+        pods = {POD: {"nodeName": "localhost", "holder_pid": self.pod.pid,
+                      "owner": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
+                      "labels": {"app.kubernetes.io/instance": "nvidia-device-plugin"},
+                      "affinity": cluster.gpu_operand_affinity()}}
+        if hami:
+            # HAMi 2.10.0's device-plugin DaemonSet: nodeSelector from devicePlugin.nvidiaNodeSelector
+            # (gpu: "on"), no affinity; the NVIDIA plugin stays off gpu=on nodes.
+            labels["gpu"] = "on"
+            pods = {HAMI_POD: {"nodeName": "localhost", "holder_pid": self.pod.pid,
+                               "owner": {"kind": "DaemonSet", "name": "hami-device-plugin"},
+                               "labels": {"app.kubernetes.io/component": "hami-device-plugin"},
+                               "nodeSelector": {"gpu": "on"}}}
         with open(self.k8s_state, "w") as handle:
-            json.dump({"nodes": {"localhost": {"labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
-                                               "allocatable": {"nvidia.com/mig-1g.10gb": "7"}}},
-                       "pods": {POD: {"nodeName": "localhost", "holder_pid": self.pod.pid,
-                                      "owner": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
-                                      "labels": {"app.kubernetes.io/instance": "nvidia-device-plugin"},
-                                      "affinity": cluster.gpu_operand_affinity()}}}, handle)
+            json.dump({"nodes": {"localhost": {"labels": labels, "allocatable": {"nvidia.com/mig-1g.10gb": "7"}}},
+                       "pods": pods}, handle)
 
     def env(self):
         env = dict(os.environ)
@@ -180,3 +195,37 @@ def test_a_failed_change_still_starts_services_and_unpauses(node):
                                     "label None"]
     assert node.persistenced_active()
     assert "gpuprov.io/gpu-operands" not in node.cluster()["nodes"]["localhost"]["labels"]
+
+
+def test_hami_plugin_leaves_by_its_node_label_and_the_label_comes_back(tmp_path):
+    # A node that ran HAMi (gpu=on) gets MIG: HAMi's plugin pod holds the GPU and takes no
+    # affinity, so only removing gpu=on makes the DaemonSet controller stop it.
+    node = HeldNode(tmp_path, hami=True)
+    try:
+        proc = node.converge()
+        assert proc.returncode == 0, proc.stdout[-6000:]
+        gpu = node.gpu()
+        assert gpu["mig_current"] is True and len(gpu["gpu_instances"]) == 7
+        assert node.pod.wait(timeout=10) is not None  # the kubelet stopped HAMi's plugin
+        patches = [call["params"]["definition"]["metadata"]["labels"] for call in node.calls()
+                   if call["tool"] == "kubernetes.core.k8s"]
+        assert patches == [{"gpuprov.io/gpu-operands": "paused", "gpu": None},
+                           {"gpuprov.io/gpu-operands": None, "gpu": "on"}]
+        labels = node.cluster()["nodes"]["localhost"]["labels"]
+        # The node leaves the pause with the labels it had (the device-plugin role relabels by plan).
+        assert labels.get("gpu") == "on" and "gpuprov.io/gpu-operands" not in labels
+        # The role waited for HAMi's plugin pods in HAMi's namespace as well.
+        waits = [call["params"] for call in node.calls()
+                 if call["tool"] == "kubernetes.core.k8s_info" and call["params"].get("kind") == "Pod"]
+        assert {(w["namespace"], tuple(w["label_selectors"])) for w in waits} >= {
+            ("kube-system", ("app.kubernetes.io/component=hami-device-plugin",))}
+    finally:
+        node.close()
+
+
+def test_without_hami_the_pause_leaves_the_gpu_label_alone(node):
+    proc = node.converge()
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    patches = [call["params"]["definition"]["metadata"]["labels"] for call in node.calls()
+               if call["tool"] == "kubernetes.core.k8s"]
+    assert patches == [{"gpuprov.io/gpu-operands": "paused"}, {"gpuprov.io/gpu-operands": None}]

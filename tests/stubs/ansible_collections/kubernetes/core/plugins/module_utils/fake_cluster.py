@@ -85,6 +85,11 @@ def _term_matches(term, labels):
     return True
 
 
+def node_selector_matches(node_selector, labels):
+    """A pod's spec.nodeSelector: every key must be on the node with exactly that value."""
+    return all(labels.get(key) == value for key, value in (node_selector or {}).items())
+
+
 def node_affinity_matches(affinity, labels):
     required = ((affinity or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     if not required:
@@ -98,7 +103,8 @@ def node_affinity_matches(affinity, labels):
 #                 "devices": {resource: count} (what the plugin would advertise if it started
 #                 now), "allocatable": {resource: "count"} (what the Node shows)}
 #   pods["NS/NAME"]: {"nodeName", "labels", "annotations", "owner": {"kind", "name"} or null,
-#                     "affinity": {"nodeAffinity": ...}, "holder_pid": PID (the pod's process on
+#                     "affinity": {"nodeAffinity": ...}, "nodeSelector": {label: value} (HAMi's
+#                     plugin is placed by nodeSelector alone), "holder_pid": PID (the pod's process on
 #                     the node, e.g. a plugin holding a GPU: the kubelet stops it when the pod goes),
 #                     "emptyDir": bool, "phase": "Running", "terminationSeconds": int}
 #   pdbs["NS/NAME"]: {"selector": {labels}, "disruptionsAllowed": int,
@@ -279,7 +285,8 @@ def pod_object(key, pod):
     volumes = [{"name": "data", "emptyDir": {}}] if pod.get("emptyDir") else []
     ready = pod.get("ready", True) and pod.get("phase", "Running") == "Running"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": {"nodeName": pod["nodeName"], "volumes": volumes, "affinity": dict(pod.get("affinity") or {})},
+            "spec": {"nodeName": pod["nodeName"], "volumes": volumes, "affinity": dict(pod.get("affinity") or {}),
+                     "nodeSelector": dict(pod.get("nodeSelector") or {})},
             "status": {"phase": pod.get("phase", "Running"),
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
@@ -310,7 +317,7 @@ def stop_holder(pod):
 
 def reconcile_daemon_pods(state, node_name):
     """The DaemonSet controller after a node's labels changed: it deletes its pods from a node
-    that no longer matches their required node affinity and creates them again once the node
+    that no longer matches their required node affinity or nodeSelector and creates them again once the node
     matches (Kubernetes docs, DaemonSet: "If node labels are changed, the DaemonSet will promptly
     add Pods to newly matching nodes and delete Pods from newly not-matching nodes"). A re-created
     device plugin pod starts afresh and advertises what the node's GPUs offer now.
@@ -321,7 +328,8 @@ def reconcile_daemon_pods(state, node_name):
     for key, pod in sorted(state["pods"].items()):
         owner = pod.get("owner") or {}
         if (pod.get("nodeName") == node_name and owner.get("kind") == "DaemonSet"
-                and not node_affinity_matches(pod.get("affinity"), labels)):
+                and not (node_affinity_matches(pod.get("affinity"), labels)
+                         and node_selector_matches(pod.get("nodeSelector"), labels))):
             stop_holder(state["pods"].pop(key))
             gone.append(key)
     before = daemonset_pods(state)
