@@ -53,21 +53,12 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
-
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
 
 def device_plugin_config_sets(nodes, configs, inventory_configs=None, live_values=None, live_nodes=None,
                               node_names=None):
-    nodes, configs, inventory_configs, live_values, live_nodes, node_names = cluster.plain_data(
-        [nodes, configs, inventory_configs, live_values, live_nodes, node_names])
-    try:
-        return cluster.config_sets(nodes, configs, inventory_configs, live_values, live_nodes, node_names)
-    except cluster.ClusterRenderError as exc:
-        raise AnsibleFilterError("device_plugin_config_sets: %s" % "; ".join(exc.problems))
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise AnsibleFilterError("device_plugin_config_sets: the input is not a gpuprov node plan mapping (%s)" % exc)
+    return plan_filters.render_plan("device_plugin_config_sets", cluster.config_sets, nodes, configs,
+                                    inventory_configs, live_values, live_nodes, node_names)
 
 
 class FilterModule(object):

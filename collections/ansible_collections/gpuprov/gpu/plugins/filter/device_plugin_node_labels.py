@@ -45,21 +45,10 @@ _value:
   elements: dict
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
-
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
 
 def device_plugin_node_labels(nodes, node_names=None):
-    if not isinstance(nodes, dict):
-        raise AnsibleFilterError("device_plugin_node_labels: the input must be the plan's nodes mapping")
-    nodes, node_names = cluster.plain_data([nodes, node_names])
-    try:
-        return cluster.node_label_patches(nodes, node_names)
-    except cluster.ClusterRenderError as exc:
-        raise AnsibleFilterError("device_plugin_node_labels: %s" % "; ".join(exc.problems))
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError("device_plugin_node_labels: the input is not a gpuprov node plan mapping (%s)" % exc)
+    return plan_filters.render_plan("device_plugin_node_labels", cluster.node_label_patches, nodes, node_names)
 
 
 class FilterModule(object):

@@ -87,8 +87,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
-
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
 
 def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, image_repository=None, image_tag=None,
                          image_pull_secrets=None, compat_with_cpu_manager="auto", extra_values=None,
@@ -96,18 +95,11 @@ def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, 
     if not isinstance(nodes, dict) or not isinstance(configs, dict):
         raise AnsibleFilterError("device_plugin_values: the input must be the plan's nodes mapping and the "
                                  "argument its device_plugin_configs mapping")
-    nodes, configs, extra_values, image_pull_secrets, rollout_configs = cluster.plain_data(
-        [nodes, configs, extra_values, image_pull_secrets, rollout_configs])
-    try:
-        return cluster.device_plugin_values(nodes, configs, default_config=default_config,
-                                            image_repository=image_repository, image_tag=image_tag,
-                                            image_pull_secrets=image_pull_secrets or (),
-                                            compat_with_cpu_manager=compat_with_cpu_manager,
-                                            extra_values=extra_values, rollout_configs=rollout_configs)
-    except cluster.ClusterRenderError as exc:
-        raise AnsibleFilterError("device_plugin_values: %s" % "; ".join(exc.problems))
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError("device_plugin_values: the input is not a gpuprov node plan mapping (%s)" % exc)
+    return plan_filters.render_plan("device_plugin_values", cluster.device_plugin_values, nodes, configs,
+                                    default_config=default_config, image_repository=image_repository,
+                                    image_tag=image_tag, image_pull_secrets=image_pull_secrets or [],
+                                    compat_with_cpu_manager=compat_with_cpu_manager,
+                                    extra_values=extra_values, rollout_configs=rollout_configs)
 
 
 class FilterModule(object):

@@ -42,21 +42,10 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
-
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, plan_filters
 
 def hami_configmap(nodes, node_names=None, namespace=hami_cluster.NAMESPACE):
-    if not isinstance(nodes, dict):
-        raise AnsibleFilterError("hami_configmap: the input must be the plan's nodes mapping")
-    nodes, node_names, namespace = cluster.plain_data([nodes, node_names, namespace])
-    try:
-        return hami_cluster.configmap(nodes, node_names, namespace=namespace)
-    except hami_cluster.HamiRenderError as exc:
-        raise AnsibleFilterError("hami_configmap: %s" % "; ".join(exc.problems))
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError("hami_configmap: the input is not a gpuprov node plan mapping (%s)" % exc)
+    return plan_filters.render_plan("hami_configmap", hami_cluster.configmap, nodes, node_names, namespace=namespace)
 
 
 class FilterModule(object):

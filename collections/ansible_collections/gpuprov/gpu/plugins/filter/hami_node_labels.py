@@ -40,21 +40,10 @@ _value:
   elements: dict
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
-
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, plan_filters
 
 def hami_node_labels(nodes, node_names=None):
-    if not isinstance(nodes, dict):
-        raise AnsibleFilterError("hami_node_labels: the input must be the plan's nodes mapping")
-    nodes, node_names = cluster.plain_data([nodes, node_names])
-    try:
-        return hami_cluster.label_patches(nodes, node_names)
-    except hami_cluster.HamiRenderError as exc:
-        raise AnsibleFilterError("hami_node_labels: %s" % "; ".join(exc.problems))
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError("hami_node_labels: the input is not a gpuprov node plan mapping (%s)" % exc)
+    return plan_filters.render_plan("hami_node_labels", hami_cluster.label_patches, nodes, node_names)
 
 
 class FilterModule(object):

@@ -43,21 +43,11 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
-
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, plan_filters
 
 def hami_values(nodes, node_names=None, runtime_class_name=None, extra_values=None):
-    if not isinstance(nodes, dict):
-        raise AnsibleFilterError("hami_values: the input must be the plan's nodes mapping")
-    nodes, node_names, runtime_class_name, extra_values = cluster.plain_data([nodes, node_names, runtime_class_name, extra_values])
-    try:
-        return hami_cluster.values(nodes, node_names, runtime_class_name=runtime_class_name, extra_values=extra_values)
-    except hami_cluster.HamiRenderError as exc:
-        raise AnsibleFilterError("hami_values: %s" % "; ".join(exc.problems))
-    except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError("hami_values: the input is not a gpuprov node plan mapping (%s)" % exc)
+    return plan_filters.render_plan("hami_values", hami_cluster.values, nodes, node_names,
+                                    runtime_class_name=runtime_class_name, extra_values=extra_values)
 
 
 class FilterModule(object):
