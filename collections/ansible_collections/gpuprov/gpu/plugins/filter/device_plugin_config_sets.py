@@ -55,6 +55,7 @@ _value:
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
 
+
 def device_plugin_config_sets(nodes, configs, inventory_configs=None, live_values=None, live_nodes=None,
                               node_names=None):
     return plan_filters.render_plan("device_plugin_config_sets", cluster.config_sets, nodes, configs,

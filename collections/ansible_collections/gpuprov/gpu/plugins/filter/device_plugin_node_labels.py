@@ -47,6 +47,7 @@ _value:
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
 
+
 def device_plugin_node_labels(nodes, node_names=None):
     return plan_filters.render_plan("device_plugin_node_labels", cluster.node_label_patches, nodes, node_names)
 

@@ -89,6 +89,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
 
+
 def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, image_repository=None, image_tag=None,
                          image_pull_secrets=None, compat_with_cpu_manager="auto", extra_values=None,
                          rollout_configs=None):

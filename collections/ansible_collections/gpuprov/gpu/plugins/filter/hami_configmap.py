@@ -44,6 +44,7 @@ _value:
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, plan_filters
 
+
 def hami_configmap(nodes, node_names=None, namespace=hami_cluster.NAMESPACE):
     return plan_filters.render_plan("hami_configmap", hami_cluster.configmap, nodes, node_names, namespace=namespace)
 

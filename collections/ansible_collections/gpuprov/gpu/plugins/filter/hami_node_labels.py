@@ -42,6 +42,7 @@ _value:
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, plan_filters
 
+
 def hami_node_labels(nodes, node_names=None):
     return plan_filters.render_plan("hami_node_labels", hami_cluster.label_patches, nodes, node_names)
 

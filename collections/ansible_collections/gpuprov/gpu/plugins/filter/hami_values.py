@@ -45,6 +45,7 @@ _value:
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, plan_filters
 
+
 def hami_values(nodes, node_names=None, runtime_class_name=None, extra_values=None):
     return plan_filters.render_plan("hami_values", hami_cluster.values, nodes, node_names,
                                     runtime_class_name=runtime_class_name, extra_values=extra_values)
