@@ -99,6 +99,17 @@ def test_a_template_that_never_ends_is_refused_not_waited_for(gpuprov, tmp_path)
     assert "n1: gpuprov_gpu_model: cannot render: the template ran longer than 5 s" in err
 
 
+@pytest.mark.parametrize("template", [
+    "{{ 'x' * 10**10 }}",                                   # 10 GB asked for at once
+    "{% set a = 'x' * 10**8 %}{{ (a ~ a ~ a ~ a) * 4 }}",   # grown step by step, quickly
+])
+def test_a_template_that_fills_memory_is_refused_before_it_does(gpuprov, tmp_path, template):
+    host = dict(T4, gpuprov_gpu_model=template)
+    code, _, err = gpuprov("plan", "-i", inventory(tmp_path, {"n1": host}))
+    assert code == 2
+    assert "n1: gpuprov_gpu_model: cannot render: the template needs more than 512 MiB of memory" in err
+
+
 def test_an_inventory_script_is_not_run(gpuprov, tmp_path):
     marker = tmp_path / "PWNED"
     folder = tmp_path / "inv"

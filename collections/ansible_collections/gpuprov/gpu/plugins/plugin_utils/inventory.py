@@ -38,6 +38,10 @@ OFFLINE_INVENTORY_PLUGINS = ("host_list", "advanced_host_list", "yaml", "ini", "
 # `{% for i in range(10**9) %}` would otherwise never end); real ones take milliseconds.
 RENDER_SECONDS = 5
 PARSE_SECONDS = 60
+# ... and may grow the process by this much: `{{ 'x' * 10**10 }}` asks for 10 GB at once, and a
+# few concatenations of a 1 GB string would fill the controller's memory well within 5 s.
+RENDER_MEMORY_BYTES = 512 * 1024 * 1024
+_MEMORY_PROBLEM = "cannot render: the template needs more than %d MiB of memory" % (RENDER_MEMORY_BYTES // (1024 * 1024))
 # Variables every inventory host has (ansible/vars/manager.py, inventory/data.py).
 _SOURCE_VARS = ("inventory_dir", "inventory_file")
 
@@ -82,6 +86,42 @@ def time_budget(seconds):
         if previous_timer[0] > 0:
             left = previous_timer[0] - (time.monotonic() - started)
             signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), previous_timer[1])
+
+
+def _address_space_bytes():
+    """This process's virtual memory size (Linux /proc/self/statm, first field, in pages), or
+    None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def memory_budget(extra_bytes):
+    """Let the block grow the process's address space by ``extra_bytes`` at most: an allocation
+    beyond raises MemoryError (RLIMIT_AS, soft limit only, put back afterwards). Where the limit
+    cannot be set (no resource module, no /proc, a hard limit already lower) the block runs with
+    the limits it has."""
+    try:
+        import resource
+    except ImportError:
+        resource = None
+    current = _address_space_bytes()
+    if resource is None or current is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = current + extra_bytes
+    if (hard != resource.RLIM_INFINITY and wanted > hard) or (soft != resource.RLIM_INFINITY and wanted > soft):
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def plain(value):
@@ -177,15 +217,21 @@ def _partial_parses(inventory):
         del display.warning
 
 
-def _refused(exc):
-    """The RefusedLookup behind an Ansible templating error, if that is what it is."""
+def _behind(exc, kinds):
+    """The exception of ``kinds`` behind an Ansible templating error (which wraps what the
+    template raised), if there is one."""
     seen = 0
     while exc is not None and seen < 50:
-        if isinstance(exc, RefusedLookup):
+        if isinstance(exc, kinds):
             return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
+
+
+def _refused(exc):
+    """The RefusedLookup behind an Ansible templating error, if that is what it is."""
+    return _behind(exc, RefusedLookup)
 
 
 def _one_line(text, limit=400):
@@ -297,9 +343,9 @@ def render_host(host, all_vars, loader, names=()):
     for name in sorted(mine):
         value = mine[name]
         try:
-            with time_budget(RENDER_SECONDS), offline_lookups():
+            with time_budget(RENDER_SECONDS), memory_budget(RENDER_MEMORY_BYTES), offline_lookups():
                 result = templar.template(value)
-            rendered[name] = plain(result)
+                rendered[name] = plain(result)
         except RenderTimeout:
             problems.append((name, "cannot render: the template ran longer than %d s" % RENDER_SECONDS))
         except RefusedLookup as exc:
@@ -309,12 +355,16 @@ def render_host(host, all_vars, loader, names=()):
             text = _error_text(exc)
             if refused is not None:
                 problems.append((name, str(refused)))
+            elif _behind(exc, MemoryError) is not None:
+                problems.append((name, _MEMORY_PROBLEM))
             elif "vault" in text.lower() and "secret" in text.lower():
                 problems.append((name, "the value is vault-encrypted and no vault secret was given "
                                        "(use --vault-password-file, --vault-id or --ask-vault-pass)"))
             else:
                 problems.append((name, "cannot render: %s" % text))
-        except (RecursionError, MemoryError, OverflowError):
+        except MemoryError:
+            problems.append((name, _MEMORY_PROBLEM))
+        except (RecursionError, OverflowError):
             problems.append((name, "cannot render: the template expands without bound"))
     # Every vaulted value the host can see, decrypted only to be kept out of messages.
     for value in all_vars.values():
