@@ -53,7 +53,9 @@ description:
   - The file is written atomically with Ansible's C(atomic_move) (temporary file in the same
     directory, rename; owner, mode, SELinux context and attributes kept), and only when a
     managed value changes. A symlinked config is written through to its target and the link
-    kept. A path that is a FIFO, a device or a directory is refused without being opened; an
+    kept, but only when every folder and link on the way belongs to root (or the user running
+    the module) and no one else can write to those folders (sticky folders such as C(/tmp)
+    excepted for entries of root); otherwise the change is refused, also in check mode. A path that is a FIFO, a device or a directory is refused without being opened; an
     empty file or a document that is not a C(kubelet.config.k8s.io/v1beta1)
     C(KubeletConfiguration) is refused rather than rewritten.
   - PyYAML drops comments, so a rewritten file loses the comments it had; O(backup) keeps the
@@ -333,6 +335,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.versions import (
     parse_kubelet_version,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import planted_path_problem
 
 
 def argument_spec():
@@ -401,6 +404,15 @@ def main():
     if plan.changed and module._diff:
         result["diff"] = dict(before=plan.before, after=plan.after,
                               before_header=plan.path, after_header=plan.path)
+
+    if plan.changed:
+        # Root writes through the config's links: refuse a path another user could have
+        # planted a link on (also in check mode, so the dry run fails as the run would).
+        problem = planted_path_problem(plan.path)
+        if problem:
+            module.fail_json(msg="kubelet config %s: %s; nothing was changed (the config must be reached "
+                                 "only through folders and links that root owns)" % (plan.path, problem),
+                             **dict((k, v) for k, v in result.items() if k != "changed"))
 
     if plan.changed and not module.check_mode:
         try:

@@ -217,6 +217,23 @@ def test_a_symlinked_config_is_written_through_and_the_link_kept(capsys, node, t
     assert result["backup_file"].startswith(target + ".")
 
 
+def test_a_config_reached_through_a_folder_others_can_write_is_refused_unchanged(capsys, node, tmp_path):
+    # Anyone could have replaced the link in an open folder: root must not write through it.
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(str(open_dir), 0o777)
+    target = str(open_dir / "kubelet.yaml")
+    os.rename(node.config, target)
+    os.symlink(target, node.config)
+    for check_mode in (True, False):
+        result = run(capsys, node, check_mode=check_mode, **NUMA_ARGS)
+        assert result["failed"] is True
+        assert result["msg"].startswith("kubelet config %s: %s can be written by other users" % (node.config, open_dir))
+        assert "nothing was changed" in result["msg"]
+    assert open(target).read() == node.original
+    assert sorted(os.listdir(str(open_dir))) == ["kubelet.yaml"]  # no backup, no temporary file
+
+
 def test_a_fifo_is_refused_without_hanging(capsys, node):
     os.unlink(node.config)
     os.mkfifo(node.config)
