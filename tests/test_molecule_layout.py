@@ -45,10 +45,13 @@ def test_scenario_uses_this_checkout_and_no_prerun(name):
     here = os.path.join(COLLECTION, "x")  # what ${MOLECULE_PROJECT_DIRECTORY} stands for, plus one
     repo = os.path.normpath(os.path.join(os.path.dirname(here),
                                          env["GPUPROV_REPO_DIR"].replace("${MOLECULE_PROJECT_DIRECTORY}/", "")))
-    collections = os.path.normpath(os.path.join(
-        os.path.dirname(here), env["ANSIBLE_COLLECTIONS_PATH"].replace("${MOLECULE_PROJECT_DIRECTORY}/", "")))
+    collections = [os.path.normpath(os.path.join(os.path.dirname(here), path.replace("${MOLECULE_PROJECT_DIRECTORY}/", "")))
+                   for path in env["ANSIBLE_COLLECTIONS_PATH"].split(":")]
     assert repo == ROOT
-    assert collections == os.path.join(ROOT, "collections")
+    # This checkout's collection, after at most the repository's stub kubernetes.core (a scenario
+    # that talks to the fake cluster); never an installed copy.
+    assert collections[-1] == os.path.join(ROOT, "collections")
+    assert set(collections[:-1]) <= {os.path.join(ROOT, "tests", "stubs")}, collections
     for key, value in env.items():
         if "/tests/" in value:
             path = value.split(":")[0].replace("${MOLECULE_PROJECT_DIRECTORY}", COLLECTION)

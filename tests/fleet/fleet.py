@@ -22,6 +22,11 @@ Command line (run as root, from anywhere):
 The same operations are importable: Fleet.create(...), Fleet.load(dir), fleet.up(),
 fleet.down(), fleet.kill_node(name), fleet.start_node(name), fleet.status().
 
+Fleet.create(..., cluster=FleetCluster()) adds a fake Kubernetes cluster (the stub
+kubernetes.core of tests/stubs; see FleetCluster): every GPU node then runs a device-plugin
+pod whose process holds its GPUs, and the inventories give gpuprov a kubeconfig instead of
+gpuprov_allow_undrained. Run Ansible with fleet.controller_env() so it finds the stubs.
+
 `up` is not idempotent on purpose: on a fleet that is running it fails and says so (a test
 must not silently reuse another test's nodes). On a fleet that was stopped with `down` it
 starts the same nodes again with their saved state.
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import hashlib
 import importlib.util
 import json
 import os
@@ -128,6 +134,22 @@ CONNECTION_INVENTORY = "connection.yml"  # how to reach the nodes, nothing else
 SSH_CONFIG = "ssh_config"
 CONTROL_PATH_DIR = "cp"
 NODES_DIR = "nodes"
+CLUSTER_STATE = "cluster.json"  # the fake cluster's state (stub kubernetes.core modules)
+CLUSTER_KUBECONFIG = "kubeconfig"
+CLUSTER_CALL_LOG = "cluster-calls.jsonl"
+
+# The stub kubernetes.core collection and its shared fake cluster (see its README).
+K8S_STUBS = REPO_ROOT / "tests" / "stubs"
+FAKE_CLUSTER = K8S_STUBS / "ansible_collections" / "kubernetes" / "core" / "plugins" / "module_utils" / "fake_cluster.py"
+# NFD's label for a node with an NVIDIA PCI device (class 03xx, vendor 10de), which the
+# device-plugin chart's affinity selects (see fake_cluster.node_labels).
+NFD_NVIDIA_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+# Set by the DaemonSet controller on every pod it creates (fake_cluster.TEMPLATE_GENERATION_LABEL);
+# gpuprov's drain selects pods without it, so DaemonSet pods stay through the drain.
+TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+# A pod's process lives until the kubelet stops it (SIGTERM from the fake cluster) or the node
+# goes down; a day is longer than any test.
+POD_HOLDER_SECONDS = "86400"
 
 
 class FleetError(Exception):
@@ -179,6 +201,40 @@ class NodeSpec:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class FleetCluster:
+    """The fake Kubernetes cluster of a fleet, and the GPU DaemonSet pod each GPU node runs.
+
+    The pod's process (a `sleep` in the node's mount namespace) is a holder of every GPU of
+    its node in the fake NVML state, so a GPU reset or an Ampere MIG mode change fails "In use
+    by another client" while it runs. By default it is the device plugin's pod as gpuprov's
+    chart deploys it: with the pause affinity (plugin_utils/cluster.gpu_operand_affinity), so
+    the DaemonSet controller of the fake cluster removes it, and the kubelet stops its process,
+    once gpuprov labels the node gpuprov.io/gpu-operands=paused. pause_affinity=False, with
+    another namespace and DaemonSet, is a GPU DaemonSet gpuprov did not deploy: it stays.
+
+    `devices`: {node name: {resource: count}}, what the device plugin advertises when it
+    (re)starts on that node (fake_cluster "devices"); the fake plugin does not read the node's
+    GPUs, so a test that runs the cluster side gives the resources its plan expects.
+    """
+
+    pod_namespace: str = "nvidia-device-plugin"
+    pod_daemonset: str = "nvidia-device-plugin"
+    # app.kubernetes.io/instance: the chart's release name, which gpuprov waits on.
+    pod_instance: str = "nvidia-device-plugin"
+    pause_affinity: bool = True
+    devices: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def pod_key(self, node_name):
+        """"NS/NAME" of the node's pod; the suffix is stable per node, as in one run of a
+        real DaemonSet."""
+        suffix = hashlib.sha256(node_name.encode()).hexdigest()[:5]
+        return f"{self.pod_namespace}/{self.pod_daemonset}-{suffix}"
+
+
 def default_topology(gpu_count):
     """NUMA layout of a generated node: two sockets once it has more than one GPU."""
     numa_nodes = 2 if gpu_count >= 2 else 1
@@ -228,6 +284,14 @@ def _catalog():
         sys.path.insert(0, str(REPO_ROOT / "collections"))
         from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
     return catalog
+
+
+def _gpu_operand_affinity():
+    """The node affinity gpuprov's charts give every GPU DaemonSet (plugin_utils/cluster.py)."""
+    _catalog()  # puts the collection on sys.path when the root conftest did not
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+
+    return cluster.gpu_operand_affinity()
 
 
 def resolve_model(name, where):
@@ -332,6 +396,21 @@ def _load_fake_pynvml():
     except Exception as exc:
         del sys.modules[name]
         raise FleetError(f"{FAKE_PYNVML} failed to import: {exc!r}") from exc
+    return module
+
+
+def _load_fake_cluster():
+    """The stub kubernetes.core's fake cluster module, under a private name (the real
+    kubernetes.core may be importable in this process)."""
+    name = "_gpuprov_fleet_fake_cluster"
+    if name in sys.modules:
+        return sys.modules[name]
+    if not FAKE_CLUSTER.is_file():
+        raise FleetError(f"{FAKE_CLUSTER} is missing; a fleet with a cluster needs the stub kubernetes.core")
+    spec = importlib.util.spec_from_file_location(name, FAKE_CLUSTER)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
     return module
 
 
@@ -766,11 +845,12 @@ class Node:
 class Fleet:
     """A set of simulated nodes kept in one directory (see the module docstring)."""
 
-    def __init__(self, directory, nodes, python, port=SSH_PORT):
+    def __init__(self, directory, nodes, python, port=SSH_PORT, cluster=None):
         self.directory = Path(directory).resolve()
         self.nodes = nodes
         self.python = python
         self.port = port
+        self.cluster = cluster  # a FleetCluster, or None: no cluster (nodes change undrained)
 
     # -- files of the fleet
     @property
@@ -801,17 +881,30 @@ class Fleet:
     def control_path_dir(self):
         return self.directory / CONTROL_PATH_DIR
 
+    @property
+    def cluster_state_file(self):
+        return self.directory / CLUSTER_STATE
+
+    @property
+    def kubeconfig(self):
+        return self.directory / CLUSTER_KUBECONFIG
+
+    @property
+    def cluster_call_log(self):
+        return self.directory / CLUSTER_CALL_LOG
+
     # -- construction
     @classmethod
-    def create(cls, directory, specs, first_host=FIRST_HOST_OCTET, python=None):
-        """A new fleet description; nothing is written until up()."""
+    def create(cls, directory, specs, first_host=FIRST_HOST_OCTET, python=None, cluster=None):
+        """A new fleet description; nothing is written until up(). `cluster`: a FleetCluster
+        to give the fleet a fake Kubernetes cluster with GPU-holding pods."""
         directory = Path(directory).resolve()
         if first_host < 1 or first_host + len(specs) - 1 > LAST_HOST_OCTET:
             raise FleetError(f"{len(specs)} nodes from 127.0.0.{first_host} do not fit in "
                              f"127.0.0.1-127.0.0.{LAST_HOST_OCTET}; lower --first-host or the count")
         nodes = [Node(spec, f"127.0.0.{first_host + i}", directory / NODES_DIR / spec.name)
                  for i, spec in enumerate(specs)]
-        return cls(directory, nodes, python or sys.executable)
+        return cls(directory, nodes, python or sys.executable, cluster=cluster)
 
     @classmethod
     def load(cls, directory):
@@ -833,7 +926,8 @@ class Fleet:
                                 raw["numa_nodes"], raw["cpus_per_numa"], raw["threads_per_core"],
                                 raw["memory_gib_per_numa"])
                 nodes.append(Node(spec, raw["address"], directory / NODES_DIR / spec.name))
-            return cls(directory, nodes, state["python"], state["port"])
+            cluster = FleetCluster(**state["cluster"]) if state.get("cluster") is not None else None
+            return cls(directory, nodes, state["python"], state["port"], cluster=cluster)
         except (KeyError, TypeError) as exc:
             raise FleetError(f"{state_file} lacks {exc} (written by another version of fleet.py?); "
                              "stop its sshd processes by hand and remove the directory") from None
@@ -856,6 +950,7 @@ class Fleet:
             "python": self.python,
             "port": self.port,
             "nodes": [dict(node.spec.to_dict(), address=node.address) for node in self.nodes],
+            "cluster": self.cluster.to_dict() if self.cluster is not None else None,
         }
         _write_file(self.state_file, json.dumps(state, indent=2) + "\n")
 
@@ -933,22 +1028,31 @@ class Fleet:
             host["gpuprov_sysfs_root"] = FAKE_SYSFS
             # Nodes share the host's network: each kubelet answers /healthz on its own address.
             host["gpuprov_kubelet_healthz_host"] = node.address
-            # The test fleet has no Kubernetes cluster, so no node can be drained: MIG and
-            # host-MPS changes run with the nodes' pods in place, by explicit opt-in.
-            host["gpuprov_allow_undrained"] = True
+            if self.cluster is None:
+                # Without a cluster no node can be drained: MIG and host-MPS changes run with
+                # the nodes' pods in place, by explicit opt-in.
+                host["gpuprov_allow_undrained"] = True
             # systemd runs unit commands by absolute path: the MPS unit must name the fake.
             host["gpu_mps_control_binary"] = str(FAKES_BIN / "nvidia-cuda-mps-control")
             hosts[node.name] = host
         header = (f"# Inventory of the test fleet in {self.directory}.\n"
                   "# Generated by tests/fleet/fleet.py on every `up`; edits are overwritten.\n")
+        # With a cluster, the kubeconfig goes to the group all: the nodes drain through it, and
+        # the cluster play runs on the controller's implicit localhost, which takes the
+        # variables of all but of no host.
+        group_vars = {"gpuprov_kubeconfig": str(self.kubeconfig)} if self.cluster is not None else {}
         # connection.yml: how to reach the nodes only, to combine with an inventory that says
         # what the nodes should be (ansible-playbook -i examples/inventory.yml -i connection.yml).
-        _write_file(self.connection_inventory, header + yaml.safe_dump(
-            {"all": {"hosts": hosts}}, sort_keys=False))
+        connection = {"all": {"hosts": hosts}}
+        if group_vars:
+            connection["all"]["vars"] = group_vars
+        _write_file(self.connection_inventory, header + yaml.safe_dump(connection, sort_keys=False))
         for node in self.nodes:
             hosts[node.name] = dict(hosts[node.name],
                                     gpuprov_gpus=[group.to_dict() for group in node.spec.gpus])
         inventory = {"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}
+        if group_vars:
+            inventory["all"]["vars"] = group_vars
         _write_file(self.inventory, header + yaml.safe_dump(inventory, sort_keys=False))
 
     def _prepare_node(self, node):
@@ -1002,6 +1106,13 @@ class Fleet:
                 started.append(node)
                 progress(f"[{i}/{len(self.nodes)}] {node.name:<8} {node.address}:{self.port}  "
                          f"{node.spec.describe_gpus()}  up (pid {pid})")
+            if self.cluster is not None:
+                self._write_cluster()
+                for node in self.nodes:
+                    holder = self._start_pod_holder(node)
+                    if holder:
+                        progress(f"      {node.name:<8} pod {self.cluster.pod_key(node.name)} holds its GPUs "
+                                 f"(pid {holder})")
         except BaseException as exc:
             # Leave nothing half up: a fleet either starts whole or not at all.
             for node in started:
@@ -1017,7 +1128,11 @@ class Fleet:
         node = self.node(name)
         if node.pid():
             raise FleetError(f"node {name} is already running (pid {node.pid()})")
-        return self._start(node)
+        pid = self._start(node)
+        if self.cluster is not None:
+            # The node's kubelet starts its DaemonSet pods again.
+            self._start_pod_holder(node)
+        return pid
 
     def kill_node(self, name):
         """Simulate a crashed node: SIGKILL its sshd and everything in its namespace."""
@@ -1038,7 +1153,7 @@ class Fleet:
         shutil.rmtree(self.directory / NODES_DIR, ignore_errors=True)
         shutil.rmtree(self.control_path_dir, ignore_errors=True)
         for name in (STATE_FILE, CLIENT_KEY, CLIENT_KEY + ".pub", KNOWN_HOSTS, INVENTORY,
-                     CONNECTION_INVENTORY, SSH_CONFIG):
+                     CONNECTION_INVENTORY, SSH_CONFIG, CLUSTER_STATE, CLUSTER_KUBECONFIG, CLUSTER_CALL_LOG):
             (self.directory / name).unlink(missing_ok=True)
         try:
             self.directory.rmdir()
@@ -1065,6 +1180,95 @@ class Fleet:
         """The mount namespace of a running node (None when it is down)."""
         pid = self.node(name).pid()
         return mount_namespace(pid) if pid else None
+
+    # -- the fake cluster (FleetCluster)
+    def controller_env(self, base=None):
+        """The environment Ansible (or `gpuprov apply`) needs on the controller to reach the
+        fake cluster: the stub kubernetes.core first on the collections path, its state file
+        and call log. `base`: the environment to extend (default os.environ)."""
+        if self.cluster is None:
+            raise FleetError(f"the fleet in {self.directory} has no cluster; create it with "
+                             "Fleet.create(..., cluster=FleetCluster()) or `up --cluster`")
+        env = dict(os.environ if base is None else base)
+        env.update({
+            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(K8S_STUBS), str(REPO_ROOT / "collections")]),
+            "GPUPROV_FAKE_K8S_STATE": str(self.cluster_state_file),
+            "GPUPROV_FAKE_CALL_LOG": str(self.cluster_call_log),
+        })
+        return env
+
+    def cluster_state(self):
+        """The fake cluster's state (tests/stubs/.../fake_cluster.py describes it)."""
+        return json.loads(self.cluster_state_file.read_text(encoding="utf-8"))
+
+    def _save_cluster_state(self, state):
+        _write_file(self.cluster_state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+    def _write_cluster(self):
+        """The cluster as the nodes joined it: every node registered under its name, GPU
+        nodes with NFD's NVIDIA label. A stopped fleet started again keeps its cluster."""
+        if not self.kubeconfig.exists():
+            # The stub modules never connect; the file is there because gpuprov passes it on.
+            _write_file(self.kubeconfig, (
+                "# Kubeconfig of the fake cluster of the test fleet (tests/fleet/fleet.py); the stub\n"
+                "# kubernetes.core modules read GPUPROV_FAKE_K8S_STATE instead of connecting.\n"
+                "apiVersion: v1\nkind: Config\ncurrent-context: fleet\n"
+                "clusters:\n- name: fleet\n  cluster:\n    server: https://127.0.0.1:6443\n"
+                "users:\n- name: fleet-admin\n  user: {}\n"
+                "contexts:\n- name: fleet\n  context:\n    cluster: fleet\n    user: fleet-admin\n"), mode=0o600)
+        if self.cluster_state_file.exists():
+            return
+        state = _load_fake_cluster().empty_state()
+        for node in self.nodes:
+            entry = {"labels": {"kubernetes.io/hostname": node.name}, "allocatable": {}}
+            if node.spec.gpu_count:
+                entry["labels"][NFD_NVIDIA_LABEL] = "true"
+                entry["gpu"] = True
+                if node.name in self.cluster.devices:
+                    entry["devices"] = dict(self.cluster.devices[node.name])
+            state["nodes"][node.name] = entry
+        state["pods"] = {}
+        self._save_cluster_state(state)
+
+    def _start_pod_holder(self, node):
+        """Run the node's GPU DaemonSet pod: a process in the node's mount namespace, listed
+        as a holder of every GPU in the node's NVML state and as the pod's process
+        (holder_pid) in the cluster state. Returns its pid, or None when the node has no GPUs
+        or, like the DaemonSet controller, when the node does not match the pod's affinity."""
+        sshd_pid = node.pid()
+        if not node.spec.gpu_count or sshd_pid is None:
+            return None
+        fake = _load_fake_cluster()
+        state = self.cluster_state()
+        affinity = _gpu_operand_affinity() if self.cluster.pause_affinity else {}
+        entry = state["nodes"].get(node.name)
+        if entry is None or not fake.node_affinity_matches(affinity, fake.node_labels(entry)):
+            return None
+        # nsenter enters the namespace and execs sleep in the same process (no fork without
+        # --pid), so the Popen pid is the pod's process; _stop's namespace sweep ends it.
+        process = subprocess.Popen(["nsenter", f"--mount=/proc/{sshd_pid}/ns/mnt", "--", "sleep", POD_HOLDER_SECONDS],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        _CHILDREN[process.pid] = process
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (_cmdline(process.pid)[:1] == ["sleep"]
+                   and mount_namespace(process.pid) == mount_namespace(sshd_pid)):
+            if process.poll() is not None or time.monotonic() >= deadline:
+                process.kill()
+                raise FleetError(f"{node.name}: the pod process (nsenter ... sleep) did not start in "
+                                 f"the node's mount namespace (status {process.poll()})")
+            time.sleep(0.01)
+        pod_key = self.cluster.pod_key(node.name)
+        holder = {"name": f"pod {pod_key}", "pid": process.pid}
+        with _load_fake_pynvml().mutate_state(str(node.private_path(f"{FAKE_ROOT}/nvml.json"))) as nvml:
+            nvml["holders"] = [h for h in nvml.get("holders", []) if h.get("name") != holder["name"]] + [holder]
+        state.setdefault("pods", {})[pod_key] = {
+            "nodeName": node.name, "phase": "Running", "holder_pid": process.pid,
+            "owner": {"kind": "DaemonSet", "name": self.cluster.pod_daemonset},
+            "labels": {"app.kubernetes.io/instance": self.cluster.pod_instance, TEMPLATE_GENERATION_LABEL: "1"},
+            "affinity": affinity}
+        self._save_cluster_state(state)
+        return process.pid
 
     def _start(self, node):
         if address_in_use(node.address, self.port):
@@ -1135,7 +1339,7 @@ class Fleet:
                     except ProcessLookupError:
                         pass
             time.sleep(0.05)
-        for target in signalled:
+        for target in list(_CHILDREN):
             _reap(target)
         node.pid_file.unlink(missing_ok=True)
         return len(signalled)
@@ -1195,6 +1399,9 @@ def build_parser():
                     help=f"last octet of the first node's 127.0.0.N address (default {FIRST_HOST_OCTET})")
     up.add_argument("--python", default=None,
                     help="ansible_python_interpreter for the nodes (default: this Python, %(default)s)")
+    up.add_argument("--cluster", action="store_true",
+                    help="add a fake Kubernetes cluster: each GPU node runs a device-plugin pod that holds "
+                         "its GPUs, and the inventory gets a kubeconfig (see FleetCluster)")
     down = with_dir(sub.add_parser("down", help="stop every node"))
     down.add_argument("--clean", action="store_true",
                       help="also remove the fleet's files (keys, node state, inventory)")
@@ -1233,13 +1440,20 @@ def _up_command(args):
         if args.python is not None and args.python != fleet.python:
             raise FleetError(f"{directory} holds a fleet for {fleet.python}; remove it with "
                              "`down --clean` to use another interpreter")
+        if args.cluster and fleet.cluster is None:
+            raise FleetError(f"{directory} holds a fleet without a cluster; remove it with "
+                             "`down --clean` to start one with --cluster")
     elif specs is None:
         raise FleetError(f"no fleet in {directory} yet: say how many nodes with --nodes N "
                          "(or --nodes FILE)")
     else:
-        fleet = Fleet.create(directory, specs, args.first_host or FIRST_HOST_OCTET, args.python)
+        fleet = Fleet.create(directory, specs, args.first_host or FIRST_HOST_OCTET, args.python,
+                             cluster=FleetCluster() if args.cluster else None)
     fleet.up(progress=lambda line: print(line, flush=True))
     print(f"fleet up: {len(fleet.nodes)} node(s); inventory: {fleet.inventory}")
+    if fleet.cluster is not None:
+        env = fleet.controller_env(base={})
+        print("fake cluster: run Ansible with " + " ".join(f"{key}={value}" for key, value in env.items()))
 
 
 def main(argv=None):

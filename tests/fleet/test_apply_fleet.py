@@ -9,9 +9,12 @@ the fleet's connection-only inventory:
 - a node that dies during the run is reported unreachable, and converges once it is back;
 - a failed canary stops the rollout before the next wave touches any other node;
 - the dry run (--check --diff) leaves every file of every node as it was;
-- a converged node whose boot-time MIG restore files were changed gets them back.
+- a converged node whose boot-time MIG restore files were changed gets them back;
+- with a fake cluster, a device-plugin pod's process holds the GPU: the MIG change succeeds
+  only because gpuprov pauses the pod, and fails, naming the pod, for one it cannot pause.
 """
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -58,15 +61,22 @@ def first_free_host(count):
 
 
 @contextmanager
-def small_fleet(directory, nodes, hosts):
-    """Start `nodes` (fleet specs) and write an inventory declaring `hosts` ({name: vars});
-    yields (fleet, inventory arguments for gpuprov). The fleet is always stopped."""
+def small_fleet(directory, nodes, hosts, cluster=None, group_vars=None):
+    """Start `nodes` (fleet specs) and write an inventory declaring `hosts` ({name: vars},
+    and `group_vars` for the group all); yields (fleet, inventory arguments for gpuprov).
+    `cluster`: a fleetlib.FleetCluster, or a function of the inventory's path that returns
+    one. The fleet is always stopped."""
     if FLEET_SKIP:
         pytest.skip(FLEET_SKIP)
     specs = [fleetlib.node_spec_from_dict(raw, "nodes[%d]" % i) for i, raw in enumerate(nodes)]
-    fleet = fleetlib.Fleet.create(directory / "fleet", specs, first_host=first_free_host(len(specs)))
     inventory = directory / "gpus.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, sort_keys=False))
+    content = {"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}
+    if group_vars:
+        content["all"]["vars"] = group_vars
+    inventory.write_text(yaml.safe_dump(content, sort_keys=False))
+    if callable(cluster):
+        cluster = cluster(inventory)
+    fleet = fleetlib.Fleet.create(directory / "fleet", specs, first_host=first_free_host(len(specs)), cluster=cluster)
     fleet.up()
     try:
         yield fleet, ["-i", str(inventory), "-i", str(fleet.connection_inventory)]
@@ -78,10 +88,10 @@ def apply_argv(inventories, *args):
     return [sys.executable, "-m", "gpuprov", "apply", "-q"] + list(inventories) + list(args)
 
 
-def gpuprov_apply(inventories, *args):
+def gpuprov_apply(inventories, *args, env=None):
     """Run `gpuprov apply -q` to the end; (exit status, stdout + stderr)."""
     proc = subprocess.run(apply_argv(inventories, *args), cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=APPLY_TIMEOUT_S, check=False)
+                          timeout=APPLY_TIMEOUT_S, check=False, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -365,3 +375,120 @@ def test_a_node_as_planned_ends_after_one_read_and_status_names_what_drifted(tmp
         assert "cpuManagerPolicy: static" in config.read_text()
         code, status = gpuprov_status(inventories)
         assert code == 0 and status["h100"]["status"] == "in-sync", status
+
+
+# -------------------------------------------------------- GPU holders with a fake cluster
+
+A100_ALL_1G = {"strategy": "mig", "mig": {"config": "all-1g.10gb"}}
+PAUSE_LABEL = "gpuprov.io/gpu-operands"
+# The cluster side polls every second instead of every 5-10 (the stub cluster has no clock).
+FAST_CLUSTER_POLLS = {"gpu_mig_poll_interval": 1, "gpu_device_plugin_wait_delay": 1, "gpuprov_drain_retry_delay": 1,
+                      "gpu_mig_operand_timeout": 5, "gpu_mig_resources_timeout": 5, "gpu_device_plugin_wait_timeout": 5}
+
+
+def planned_devices(inventory):
+    """{host: resources} the plan of each host advertises: what the fake device plugin
+    offers when it starts (it does not read the node's GPUs)."""
+    from gpuprov.planning import plan_inventory
+
+    return dict((host, plan["resources"]) for host, plan in plan_inventory([str(inventory)]).result["nodes"].items())
+
+
+def cluster_steps(fleet):
+    """The cluster-side steps of the run in order: drain/uncordon and the pause label."""
+    steps = []
+    if not fleet.cluster_call_log.exists():
+        return steps
+    for line in fleet.cluster_call_log.read_text().splitlines():
+        call = json.loads(line)
+        params = call.get("params") or {}
+        if call["tool"] == "kubernetes.core.k8s_drain":
+            steps.append(params["state"])
+        elif call["tool"] == "kubernetes.core.k8s" and params.get("definition", {}).get("kind") == "Node":
+            labels = params["definition"]["metadata"].get("labels") or {}
+            if PAUSE_LABEL in labels:
+                steps.append("label %s" % labels[PAUSE_LABEL])
+    return steps
+
+
+def node_systemd(node):
+    return json.loads(node.private_path(fleetlib.FAKE_ROOT + "/systemd.json").read_text())
+
+
+@fleet_test
+def test_a_device_plugin_pod_holding_the_gpu_is_paused_around_the_mig_change(tmp_path):
+    nodes = [{"name": "a100", "gpus": [{"model": "A100-80GB", "count": 1}]}]
+    hosts = {"a100": {"gpuprov_gpu_model": "A100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": A100_ALL_1G}}
+    cluster = lambda inventory: fleetlib.FleetCluster(devices=planned_devices(inventory))  # noqa: E731
+    with small_fleet(tmp_path, nodes, hosts, cluster=cluster, group_vars=FAST_CLUSTER_POLLS) as (fleet, inventories):
+        node = fleet.node("a100")
+        pod = fleet.cluster.pod_key("a100")
+        holder = fleet.cluster_state()["pods"][pod]["holder_pid"]
+        assert fleetlib.pid_alive(holder)
+        holders = fake_pynvml.load_state(str(node.private_path(NVML_STATE)))["holders"]
+        assert {"name": "pod " + pod, "pid": holder} in holders
+        # Drained through the kubeconfig, not by opt-in.
+        connection = yaml.safe_load(fleet.connection_inventory.read_text())
+        assert connection["all"]["vars"] == {"gpuprov_kubeconfig": str(fleet.kubeconfig)}
+        assert "gpuprov_allow_undrained" not in connection["all"]["hosts"]["a100"]
+
+        code, output = gpuprov_apply(inventories, "--waves", "100%", env=fleet.controller_env())
+
+        assert code == 0, output
+        summary = summary_lines(output)
+        assert summary["a100"].startswith("changed") and summary["localhost"].startswith("changed"), output
+        assert mig_layout(node) == {0: (True, sorted("1g.10gb@%d" % start for start in range(7)))}
+        # The pause took the pod off the node and the kubelet stopped its process; the label is
+        # gone and the node, cordoned by this run, is schedulable again.
+        assert not fleetlib.pid_alive(holder)
+        state = fleet.cluster_state()
+        assert pod not in state["pods"]
+        assert PAUSE_LABEL not in state["nodes"]["a100"]["labels"]
+        assert not state["nodes"]["a100"].get("unschedulable")
+        assert cluster_steps(fleet) == ["drain", "label paused", "label None", "uncordon"]
+        assert node_systemd(node)["units"]["nvidia-persistenced.service"]["active"]
+
+        # As planned now: nothing is drained or paused again.
+        fleet.cluster_call_log.unlink()
+        code, output = gpuprov_apply(inventories, "--waves", "100%", env=fleet.controller_env())
+        assert code == 0, output
+        # The cluster play (localhost) found the device plugin deployed as planned as well.
+        assert summary_lines(output) == {"a100": "unchanged    -", "localhost": "unchanged    -"}, output
+        assert cluster_steps(fleet) == []
+
+
+@fleet_test
+def test_a_gpu_pod_gpuprov_cannot_pause_fails_the_mig_change_and_is_named(tmp_path):
+    # A GPU DaemonSet gpuprov did not deploy: no pause affinity, not the device plugin's release.
+    foreign = fleetlib.FleetCluster(pod_namespace="gpu-monitoring", pod_daemonset="dcgm-exporter",
+                                    pod_instance="dcgm-exporter", pause_affinity=False)
+    nodes = [{"name": "a100", "gpus": [{"model": "A100-80GB", "count": 1}]}]
+    hosts = {"a100": {"gpuprov_gpu_model": "A100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": A100_ALL_1G}}
+    with small_fleet(tmp_path, nodes, hosts, cluster=foreign, group_vars=FAST_CLUSTER_POLLS) as (fleet, inventories):
+        node = fleet.node("a100")
+        pod = fleet.cluster.pod_key("a100")
+        assert pod.startswith("gpu-monitoring/dcgm-exporter-")
+        holder = fleet.cluster_state()["pods"][pod]["holder_pid"]
+
+        code, output = gpuprov_apply(inventories, "--waves", "100%", env=fleet.controller_env())
+
+        assert code == 1, output
+        assert summary_lines(output)["a100"].startswith("failed"), output
+        # nvidia-smi -r's words for a held GPU (NVML's own are "In use by another client"),
+        # with the holder the fake names: the pod.
+        assert "is currently in use by another process (pod %s (pid %d))" % (pod, holder) in output, output
+        # The driver took the mode change as pending and the reset was refused, as the module
+        # says: MIG is not on, no instance was made.
+        assert "The MIG mode change is still pending" in output, output
+        gpu = fake_pynvml.load_state(str(node.private_path(NVML_STATE)))["gpus"][0]
+        assert (gpu["mig_current"], gpu["mig_pending"], gpu["gpu_instances"]) == (False, True, []), gpu
+        # The pod was paused like any other (its affinity ignores the label) and still runs;
+        # what gpuprov stopped runs again, and the pause label is gone. The node stays
+        # cordoned: its GPU is not as planned.
+        assert fleetlib.pid_alive(holder)
+        state = fleet.cluster_state()
+        assert pod in state["pods"]
+        assert PAUSE_LABEL not in state["nodes"]["a100"]["labels"]
+        assert cluster_steps(fleet) == ["drain", "label paused", "label None"]
+        assert state["nodes"]["a100"]["unschedulable"] is True
+        assert node_systemd(node)["units"]["nvidia-persistenced.service"]["active"]
