@@ -229,3 +229,20 @@ def test_without_hami_the_pause_leaves_the_gpu_label_alone(node):
     patches = [call["params"]["definition"]["metadata"]["labels"] for call in node.calls()
                if call["tool"] == "kubernetes.core.k8s"]
     assert patches == [{"gpuprov.io/gpu-operands": "paused"}, {"gpuprov.io/gpu-operands": None}]
+
+
+def test_an_operand_that_does_not_leave_stops_the_role_naming_it(node):
+    # The plugin pod without the pause affinity (deployed by something else): it stays on the
+    # node, so the role stops before touching the GPUs and says which pod held them.
+    cluster_state = node.cluster()
+    cluster_state["pods"][POD]["affinity"] = {}
+    with open(node.k8s_state, "w") as handle:
+        json.dump(cluster_state, handle)
+    proc = node.converge()
+    assert proc.returncode != 0
+    text = " ".join(proc.stdout.split())
+    assert "localhost: after 3s these pods still run on node localhost and hold its GPUs: %s." % POD in text
+    assert "Nothing on the GPUs was changed." in text
+    assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, False)
+    assert _steps(node.calls()) == ["label paused", "label None"]  # persistenced never stopped
+    assert node.persistenced_active() and node.pod.poll() is None
