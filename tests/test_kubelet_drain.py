@@ -20,10 +20,11 @@ pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-pl
                                 reason="ansible-playbook is not installed beside this Python")
 
 
-def run(tmp_path, unschedulable, **variables):
+def run(tmp_path, unschedulable, annotations=None, **variables):
     state = tmp_path / "cluster.json"
     log = tmp_path / "calls.jsonl"
-    state.write_text(json.dumps({"nodes": {NODE: {"labels": {}, "unschedulable": unschedulable}},
+    state.write_text(json.dumps({"nodes": {NODE: {"labels": {}, "unschedulable": unschedulable,
+                                                  "annotations": annotations or {}}},
                                  "pods": {"team/web-1": {"nodeName": NODE, "labels": {"app": "web"},
                                                          "owner": {"kind": "ReplicaSet", "name": "web-7d9"}}}}))
     inventory = tmp_path / "inventory.yml"
@@ -47,6 +48,22 @@ def test_the_role_uncordons_a_node_it_cordoned(tmp_path):
     assert drains == ["drain", "uncordon"], proc.stdout
     assert not state["nodes"][NODE].get("unschedulable")
     assert "team/web-1" not in state["pods"]
+
+
+def test_the_role_marks_its_cordon_while_it_holds_it(tmp_path):
+    proc, state, _drains = run(tmp_path, unschedulable=False)
+    patches = [json.loads(line)["params"]["definition"]["metadata"].get("annotations")
+               for line in (tmp_path / "calls.jsonl").read_text().splitlines()
+               if json.loads(line)["tool"] == "kubernetes.core.k8s"]
+    assert patches == [{"gpuprov.io/cordoned-by": "gpuprov"}, {"gpuprov.io/cordoned-by": None}], proc.stdout
+    assert "gpuprov.io/cordoned-by" not in state["nodes"][NODE]["annotations"]
+
+
+def test_a_node_a_failed_gpuprov_run_left_cordoned_is_uncordoned(tmp_path):
+    proc, state, drains = run(tmp_path, unschedulable=True, annotations={"gpuprov.io/cordoned-by": "gpuprov"})
+    assert drains == ["drain", "uncordon"], proc.stdout
+    assert not state["nodes"][NODE]["unschedulable"]
+    assert "gpuprov.io/cordoned-by" not in state["nodes"][NODE]["annotations"]
 
 
 def test_a_node_cordoned_before_the_run_stays_cordoned_through_the_kubelet_path(tmp_path):

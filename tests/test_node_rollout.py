@@ -186,6 +186,21 @@ def test_a_node_cordoned_before_the_run_stays_cordoned(tmp_path, plan):
     assert cluster.state()["nodes"][NODE]["unschedulable"] is True
 
 
+def test_a_node_a_failed_run_left_cordoned_is_uncordoned_by_the_next_run(tmp_path, plan):
+    cluster = Cluster(tmp_path, cluster_state(plan, pods={"team/web-1": web_pod()}))
+    failed = cluster.run(fail_change=True)
+    assert failed.returncode != 0 and "NODE CHANGE FAILED" in failed.stdout
+    node = cluster.state()["nodes"][NODE]
+    # Cordoned by gpuprov, and marked so: the node is not taken for one cordoned by someone else.
+    assert node["unschedulable"] is True and node["annotations"] == {"gpuprov.io/cordoned-by": "gpuprov"}
+
+    again = cluster.run()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "was cordoned before this run" not in again.stdout
+    node = cluster.state()["nodes"][NODE]
+    assert node["unschedulable"] is False and "gpuprov.io/cordoned-by" not in node["annotations"]
+
+
 def test_a_mig_change_restarts_the_plugin_and_waits_for_the_new_resources(tmp_path, plan):
     # The node's MIG layout changed; its config name (mig-mixed) did not, so no label change
     # restarts the plugin: it still advertises the old layout.
@@ -205,8 +220,13 @@ def test_a_mig_change_restarts_the_plugin_and_waits_for_the_new_resources(tmp_pa
     assert after["daemonset_pods"][GFD_DS][NODE] == 2
     assert "gpuprov.io/gpu-operands" not in after["nodes"][NODE]["labels"]
     assert after["nodes"][NODE]["allocatable"] == dict((k, str(v)) for k, v in plan["resources"].items())
-    patches = [c["definition"]["metadata"]["labels"] for c in cluster.calls("k8s")]
-    assert patches == [{"gpuprov.io/gpu-operands": "paused"}, {"gpuprov.io/gpu-operands": None}]
+    patches = [c["definition"]["metadata"] for c in cluster.calls("k8s")]
+    assert [p["labels"] for p in patches if "labels" in p] == [{"gpuprov.io/gpu-operands": "paused"},
+                                                               {"gpuprov.io/gpu-operands": None}]
+    # gpuprov's cordon mark, set with each run's drain and removed with its uncordon (the log
+    # holds both runs of this test).
+    assert [p["annotations"] for p in patches if "annotations" in p] == [{"gpuprov.io/cordoned-by": "gpuprov"},
+                                                                         {"gpuprov.io/cordoned-by": None}] * 2
 
 
 def test_a_plugin_that_advertises_other_devices_keeps_the_node_cordoned(tmp_path, plan):

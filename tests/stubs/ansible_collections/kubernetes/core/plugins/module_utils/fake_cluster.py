@@ -136,7 +136,8 @@ def ensure_pod_state(state):
 
 
 def node_object(name, node):
-    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node.get("labels") or {}},
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node.get("labels") or {},
+                                                           "annotations": node.get("annotations") or {}},
            "spec": {}, "status": {"allocatable": dict(node.get("allocatable") or {})}}
     if node.get("unschedulable"):
         obj["spec"]["unschedulable"] = True

@@ -55,6 +55,17 @@ def delete_pod(module):
     module.exit_json(changed=exists, result={}, method="delete")
 
 
+def _merged(before, patch):
+    """A JSON merge patch of one string map: a key set to null is removed."""
+    after = dict(before)
+    for key, value in (patch or {}).items():
+        if value is None:
+            after.pop(key, None)
+        else:
+            after[key] = value
+    return after
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -88,23 +99,24 @@ def main():
     if definition.get("kind") != "Node" or definition.get("apiVersion") != "v1":
         module.fail_json(msg="fake cluster: only v1 Node objects are implemented")
     metadata = definition.get("metadata") or {}
-    unsupported = set(definition) - {"apiVersion", "kind", "metadata"} or set(metadata) - {"name", "labels"}
+    unsupported = set(definition) - {"apiVersion", "kind", "metadata"} or set(metadata) - {"name", "labels", "annotations"}
     if unsupported:
-        module.fail_json(msg="fake cluster: only metadata.labels patches are implemented, got %s" % sorted(unsupported))
+        module.fail_json(msg="fake cluster: only metadata.labels and metadata.annotations patches are implemented, "
+                             "got %s" % sorted(unsupported))
     state = fake_cluster.load(module)
     node = state["nodes"].get(metadata.get("name"))
     if node is None:
         # kubernetes.core: "patched" skips a missing object without an error.
         module.exit_json(changed=False, result={}, method="patch")
     before = copy.deepcopy(node.get("labels") or {})
-    after = dict(before)
-    for key, value in (metadata.get("labels") or {}).items():
-        if value is None:  # a JSON merge patch removes keys set to null
-            after.pop(key, None)
-        else:
-            after[key] = value
-    changed = after != before
-    if changed and not module.check_mode:
+    after = _merged(before, metadata.get("labels"))
+    annotations_before = copy.deepcopy(node.get("annotations") or {})
+    annotations_after = _merged(annotations_before, metadata.get("annotations"))
+    if annotations_after != annotations_before and not module.check_mode:
+        node["annotations"] = annotations_after
+        fake_cluster.save(state)
+    changed = after != before or annotations_after != annotations_before
+    if after != before and not module.check_mode:
         node["labels"] = after
         fake_cluster.reconcile_daemon_pods(state, metadata["name"])
         if before.get(fake_cluster.CONFIG_LABEL) != after.get(fake_cluster.CONFIG_LABEL):
