@@ -55,9 +55,10 @@ description:
     managed value changes. A symlinked config is written through to its target and the link
     kept, but only when every folder and link on the way belongs to root (or the user running
     the module) and no one else can write to those folders (sticky folders such as C(/tmp)
-    excepted for entries of root); otherwise the change is refused, also in check mode. A path that is a FIFO, a device or a directory is refused without being opened; an
-    empty file or a document that is not a C(kubelet.config.k8s.io/v1beta1)
-    C(KubeletConfiguration) is refused rather than rewritten.
+    excepted for entries of root); otherwise the change is refused, also in check mode. A path
+    that is a FIFO, a device or a directory is refused without being opened; an empty file or
+    a document that is not a C(kubelet.config.k8s.io/v1beta1) C(KubeletConfiguration) is
+    refused rather than rewritten.
   - PyYAML drops comments, so a rewritten file loses the comments it had; O(backup) keeps the
     previous file. A file in kubeadm's layout otherwise keeps every unmanaged line byte for
     byte; other layouts are normalised to two-space indentation.
