@@ -16,6 +16,7 @@ the fleet's connection-only inventory:
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -460,8 +461,9 @@ def test_a_device_plugin_pod_holding_the_gpu_is_paused_around_the_mig_change(tmp
 @fleet_test
 def test_a_gpu_pod_gpuprov_cannot_pause_fails_the_mig_change_and_is_named(tmp_path):
     # A GPU DaemonSet gpuprov did not deploy: no pause affinity, not the device plugin's release.
-    foreign = fleetlib.FleetCluster(pod_namespace="gpu-monitoring", pod_daemonset="dcgm-exporter",
-                                    pod_instance="dcgm-exporter", pause_affinity=False)
+    foreign = lambda inventory: fleetlib.FleetCluster(  # noqa: E731
+        pod_namespace="gpu-monitoring", pod_daemonset="dcgm-exporter", pod_instance="dcgm-exporter",
+        pause_affinity=False, devices=planned_devices(inventory))
     nodes = [{"name": "a100", "gpus": [{"model": "A100-80GB", "count": 1}]}]
     hosts = {"a100": {"gpuprov_gpu_model": "A100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": A100_ALL_1G}}
     with small_fleet(tmp_path, nodes, hosts, cluster=foreign, group_vars=FAST_CLUSTER_POLLS) as (fleet, inventories):
@@ -492,3 +494,18 @@ def test_a_gpu_pod_gpuprov_cannot_pause_fails_the_mig_change_and_is_named(tmp_pa
         assert cluster_steps(fleet) == ["drain", "label paused", "label None"]
         assert state["nodes"]["a100"]["unschedulable"] is True
         assert node_systemd(node)["units"]["nvidia-persistenced.service"]["active"]
+        # ... and marked as cordoned by gpuprov, so that the next run does not take it for a
+        # node somebody else cordoned.
+        assert state["nodes"]["a100"]["annotations"] == {"gpuprov.io/cordoned-by": "gpuprov"}
+
+        # The operator removes that DaemonSet (its pod's process ends); the next run finishes
+        # the pending change and uncordons the node.
+        os.kill(holder, signal.SIGTERM)
+        del state["pods"][pod]
+        fleet.cluster_state_file.write_text(json.dumps(state))
+        code, output = gpuprov_apply(inventories, "--waves", "100%", env=fleet.controller_env())
+        assert code == 0, output
+        assert mig_layout(node)[0][0] is True
+        state = fleet.cluster_state()
+        assert state["nodes"]["a100"]["unschedulable"] is False
+        assert "gpuprov.io/cordoned-by" not in state["nodes"]["a100"]["annotations"]
