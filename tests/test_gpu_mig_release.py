@@ -246,3 +246,14 @@ def test_an_operand_that_does_not_leave_stops_the_role_naming_it(node):
     assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, False)
     assert _steps(node.calls()) == ["label paused", "label None"]  # persistenced never stopped
     assert node.persistenced_active() and node.pod.poll() is None
+
+
+def test_a_node_name_the_cluster_does_not_know_stops_before_any_change(node):
+    proc = node.converge({"gpuprov_node_name": "gpu-node-7"})
+    assert proc.returncode != 0
+    text = " ".join(proc.stdout.split())
+    assert ("localhost: node gpu-node-7 is not in the cluster, so its GPU operands cannot be paused; "
+            "nothing was changed. Set gpu_mig_node_name (gpuprov_node_name)") in text
+    assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, False)
+    assert _steps(node.calls()) == []
+    assert node.persistenced_active() and node.pod.poll() is None
