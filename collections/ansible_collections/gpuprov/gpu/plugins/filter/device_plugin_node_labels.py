@@ -17,14 +17,8 @@ description:
   - Node names are checked; a host whose inventory name is not its Kubernetes node name is
     mapped with O(node_names).
 author: gpuprov maintainers (@gpuprov)
-options:
-  _input:
-    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
-    type: dict
-    required: true
-  node_names:
-    description: Kubernetes node name per inventory host, where they differ.
-    type: dict
+extends_documentation_fragment:
+  - gpuprov.gpu.plan_nodes
 """
 
 EXAMPLES = r"""

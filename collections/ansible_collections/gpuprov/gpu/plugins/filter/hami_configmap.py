@@ -15,14 +15,9 @@ description:
     uses strategy C(hami); the HAMi chart reads it through
     C(devicePlugin.nodeConfiguration.externalConfigName).
 author: gpuprov maintainers (@gpuprov)
+extends_documentation_fragment:
+  - gpuprov.gpu.plan_nodes
 options:
-  _input:
-    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
-    type: dict
-    required: true
-  node_names:
-    description: Kubernetes node name per inventory host, where they differ.
-    type: dict
   namespace:
     description: Namespace of the ConfigMap (the HAMi release's namespace).
     type: str

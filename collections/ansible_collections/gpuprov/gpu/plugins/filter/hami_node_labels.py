@@ -14,14 +14,8 @@ description:
   - One partial Node object per planned node; HAMi nodes get C(gpu=on) (HAMi's plugin node
     selector), every other planned node C(gpu=null), which a JSON merge patch removes.
 author: gpuprov maintainers (@gpuprov)
-options:
-  _input:
-    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
-    type: dict
-    required: true
-  node_names:
-    description: Kubernetes node name per inventory host, where they differ.
-    type: dict
+extends_documentation_fragment:
+  - gpuprov.gpu.plan_nodes
 """
 
 EXAMPLES = r"""

@@ -15,14 +15,9 @@ description:
     ConfigMap by name, and a digest of the per-node config as a device-plugin pod annotation so
     that a config change rolls HAMi's DaemonSet.
 author: gpuprov maintainers (@gpuprov)
+extends_documentation_fragment:
+  - gpuprov.gpu.plan_nodes
 options:
-  _input:
-    description: The C(nodes) mapping of a fleet plan (inventory host to node plan).
-    type: dict
-    required: true
-  node_names:
-    description: Kubernetes node name per inventory host, where they differ.
-    type: dict
   runtime_class_name:
     description: C(devicePlugin.runtimeClassName), for clusters where nvidia is not the default runtime.
     type: str
