@@ -144,9 +144,6 @@ FAKE_CLUSTER = K8S_STUBS / "ansible_collections" / "kubernetes" / "core" / "plug
 # NFD's label for a node with an NVIDIA PCI device (class 03xx, vendor 10de), which the
 # device-plugin chart's affinity selects (see fake_cluster.node_labels).
 NFD_NVIDIA_LABEL = "feature.node.kubernetes.io/pci-10de.present"
-# Set by the DaemonSet controller on every pod it creates (fake_cluster.TEMPLATE_GENERATION_LABEL);
-# gpuprov's drain selects pods without it, so DaemonSet pods stay through the drain.
-TEMPLATE_GENERATION_LABEL = "pod-template-generation"
 # A pod's process lives until the kubelet stops it (SIGTERM from the fake cluster) or the node
 # goes down; a day is longer than any test.
 POD_HOLDER_SECONDS = "86400"
@@ -1265,7 +1262,8 @@ class Fleet:
         state.setdefault("pods", {})[pod_key] = {
             "nodeName": node.name, "phase": "Running", "holder_pid": process.pid,
             "owner": {"kind": "DaemonSet", "name": self.cluster.pod_daemonset},
-            "labels": {"app.kubernetes.io/instance": self.cluster.pod_instance, TEMPLATE_GENERATION_LABEL: "1"},
+            # The DaemonSet controller's label on every pod it makes; gpuprov's drain leaves such pods.
+            "labels": {"app.kubernetes.io/instance": self.cluster.pod_instance, fake.TEMPLATE_GENERATION_LABEL: "1"},
             "affinity": affinity}
         self._save_cluster_state(state)
         return process.pid
