@@ -79,4 +79,11 @@ if args:
     subprocess.check_call([sys.executable, "-m", "pip", "install"] + args)
 PY
 fi
+# The Go peers (tests/peers: NVIDIA's and the kubelet's own code, the control plane) are built
+# once per source state into a cache folder (tests/peers/build.py). scripts/test.sh builds them
+# in a stage of its own, to time it.
+if [ "${GPUPROV_SETUP_PEERS:-1}" = 1 ]; then
+    echo "==> building the Go test peers (tests/peers)"
+    python tests/peers/build.py || echo "    (could not build tests/peers: the peer tests will be skipped)"
+fi
 echo "==> ready: . .venv/bin/activate"

@@ -1,0 +1,92 @@
+"""Build the Go peers of tests/peers into a cache folder, once per source state.
+
+    python tests/peers/build.py [--print-dir]
+
+The binaries land in $GPUPROV_PEERS_CACHE (default ~/.cache/gpuprov/peers)/<hash>/, where
+<hash> covers go.mod, go.sum and every .go file here, so a changed harness is rebuilt and an
+unchanged one is reused by every checkout. Go's own module and build caches (GOMODCACHE,
+GOCACHE) are reused as well. Prints the build time; exit status 1 when `go` is missing or the
+build fails.
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Every main package under cmd/ becomes one binary of the same name.
+COMMANDS_DIR = os.path.join(HERE, "cmd")
+
+
+def cache_root():
+    return os.environ.get("GPUPROV_PEERS_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "gpuprov", "peers")
+
+
+def source_files():
+    files = []
+    for folder, dirs, names in os.walk(HERE):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.endswith(".go") or name in ("go.mod", "go.sum"):
+                files.append(os.path.join(folder, name))
+    return files
+
+
+def source_hash():
+    digest = hashlib.sha256()
+    for path in source_files():
+        digest.update(os.path.relpath(path, HERE).encode() + b"\0")
+        with open(path, "rb") as handle:
+            digest.update(handle.read() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_dir():
+    """The folder the binaries of the current sources live in (built or not)."""
+    return os.path.join(cache_root(), source_hash())
+
+
+def commands():
+    return sorted(name for name in os.listdir(COMMANDS_DIR)
+                  if os.path.isdir(os.path.join(COMMANDS_DIR, name)))
+
+
+def build():
+    target = build_dir()
+    names = commands()
+    if all(os.access(os.path.join(target, name), os.X_OK) for name in names):
+        print("peers: up to date in %s (%s)" % (target, ", ".join(names)))
+        return 0
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+    if go is None:
+        print("peers: no `go` on PATH (Go 1.26 is needed to build tests/peers)", file=sys.stderr)
+        return 1
+    staging = target + ".partial-%d" % os.getpid()
+    os.makedirs(staging, exist_ok=True)
+    env = dict(os.environ)
+    # go-nvml's cgo bindings declare many functions deprecated; their warnings are noise here.
+    env.setdefault("CGO_CFLAGS", "-O2 -Wno-deprecated-declarations")
+    started = time.monotonic()
+    result = subprocess.run([go, "build", "-trimpath", "-o", staging + os.sep, "./cmd/..."], cwd=HERE, env=env)
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        print("peers: go build failed after %.0f s" % seconds, file=sys.stderr)
+        return 1
+    # Another checkout may have finished the same build meanwhile: either copy is good.
+    try:
+        os.rename(staging, target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    print("peers: built %s in %.0f s into %s" % (", ".join(names), seconds, target))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--print-dir"]:
+        print(build_dir())
+        sys.exit(0)
+    sys.exit(build())
