@@ -12,7 +12,7 @@ from gpuprov import options, render
 from gpuprov.cmd_plan import load_plans
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
-KINDS = ("device-plugin", "mig-parted", "helm-values", "hami")
+KINDS = ("device-plugin", "mig-parted", "helm-values", "hami", "dra")
 
 
 class ExportFile:
@@ -162,6 +162,63 @@ def _hami_files(cluster, fleet, namespace):
     ]
 
 
+def _model_lookup(catalog_file):
+    """model key -> GpuModel from the built-in catalog and --catalog (None when in neither)."""
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
+    from gpuprov.planning import PlanningFailed, load_user_catalog
+
+    try:
+        user = load_user_catalog(catalog_file)
+    except PlanningFailed as exc:
+        fail_bad_input(exc.problems)
+
+    def model_for(key):
+        try:
+            return user.get(key) if user is not None else catalog.get(key)
+        except KeyError:
+            return None
+    return model_for
+
+
+def _dra_files(cluster, fleet, catalog_file):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dra
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+
+    nodes = fleet.result["nodes"]
+    try:
+        rendered = dra.export(nodes, _model_lookup(catalog_file), _node_names(nodes))
+    except dra.DraRenderError as exc:
+        raise cluster.ClusterRenderError(exc.problems)
+    head = [
+        "What NVIDIA's DRA driver (gpu.nvidia.com, %s, static MIG) publishes for each planned node"
+        % dra.DRIVER_RELEASE,
+        "(gpuprov export dra): one pool per node, named after it. Compare with a cluster's",
+        "  kubectl get resourceslices -o yaml   (gpuprov diagnose and pool read them),",
+        "or create them on a test cluster without the driver (kubectl create -f). The driver itself",
+        "adds uuid, brand, driver/CUDA versions, PCI attributes and MIG engine counts; these are",
+        "not in a plan. Names are fixed here; the driver's slices get generated names.",
+        "The driver's chart refuses to run its GPU plugin beside NVIDIA's device plugin on one node.",
+    ]
+    parts = []
+    for host in sorted(rendered["slices"]):
+        notes = ["%s: %s" % (_node_names(nodes)[host], escape(note)) for note in rendered["notes"][host]]
+        for number, resource_slice in enumerate(rendered["slices"][host]):
+            comment = "".join("# %s\n" % line for line in (notes if number == 0 else []))
+            devices = resource_slice["spec"].get("devices") or []
+            comment += "# %s: %s\n" % (resource_slice["spec"]["nodeName"], dra.device_summary(devices))
+            parts.append(comment + render.to_yaml(resource_slice))
+    slices = ExportFile("dra-resourceslices.yaml", "".join("# %s\n" % line for line in head) + "---\n".join(parts))
+    files = [slices]
+    if rendered["classes"]:
+        files.append(_yaml_file("dra-deviceclasses.yaml", [
+            "The DeviceClasses the planned devices belong to, as the driver's chart %s installs them"
+            % dra.DRIVER_RELEASE,
+            "(templates/deviceclass-gpu.yaml, deviceclass-mig.yaml). The chart owns them on a cluster",
+            "that runs the driver; apply these only where it does not (a test cluster).",
+        ], rendered["classes"]))
+    return files
+
+
 def write_atomically(directory, export_file):
     """Write one file with a temp file + rename; returns False when the content was already there."""
     path = os.path.join(directory, export_file.name)
@@ -214,6 +271,9 @@ def export(inventory, limit, vault, catalog_file, kind, output_dir, output, name
                      nvidia-device-plugin 0.20.0, and a helm install script
       hami           HAMi 2.10.0: ConfigMap with one nodeconfig entry per HAMi
                      node, gpu=on label manifests, chart values, install script
+      dra            the ResourceSlices NVIDIA's DRA driver (gpu.nvidia.com
+                     v0.4.0) publishes for each planned node, and the
+                     DeviceClasses they belong to (resource.k8s.io/v1)
 
     Exit status: 0 on success; 2 on bad input (every problem listed); 1 when the files
     cannot be written.
@@ -222,7 +282,7 @@ def export(inventory, limit, vault, catalog_file, kind, output_dir, output, name
 
     fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
     configs = dict(fleet.result["device_plugin_configs"])
-    if limit and kind != "mig-parted":
+    if limit and kind not in ("mig-parted", "dra"):
         # The ConfigMap is cluster-wide: an export for some hosts keeps the configs of every
         # inventory node (labels are written for the selected hosts only).
         configs = dict(load_plans(inventory, None, vault, catalog_file=catalog_file).result["device_plugin_configs"],
@@ -234,6 +294,8 @@ def export(inventory, limit, vault, catalog_file, kind, output_dir, output, name
             files = _mig_parted_files(cluster, fleet, namespace)
         elif kind == "hami":
             files = _hami_files(cluster, fleet, namespace)
+        elif kind == "dra":
+            files = _dra_files(cluster, fleet, catalog_file)
         else:
             files = _helm_values_files(cluster, fleet, configs, namespace, default_config)
     except cluster.ClusterRenderError as exc:
