@@ -54,11 +54,13 @@ def write_atomically(path, text):
 
 @click.command()
 @click.argument("workloads_file", metavar="WORKLOADS_FILE")
-@options.output_option(["table", "json", "yaml", "inventory", "pods"],
+@options.output_option(["table", "json", "yaml", "inventory", "pods", "dra"],
                        help_text="table for people; json/yaml for tools; inventory: an Ansible inventory "
                                  "`gpuprov plan -i` reads; pods: one Deployment per workload with the resources "
-                                 "and node fit chose.")
-@click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods).")
+                                 "and node fit chose; dra: the same packing as ResourceClaimTemplates (shared "
+                                 "GPUs: one ResourceClaim with the sharing config) for NVIDIA's DRA driver and "
+                                 "the Deployments that use them.")
+@click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods, -o dra).")
 @options.catalog_option
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
@@ -106,6 +108,10 @@ def fit(workloads_file, output, write_path, method, soft_sharing, namespace, cat
     """
     from gpuprov.planning import PlanningFailed, load_user_catalog
 
+    if output == "dra" and soft_sharing == "hami":
+        fail_bad_input(["--soft-sharing hami: NVIDIA's DRA driver shares a GPU by time-slicing or MPS only; use "
+                        "-o pods for HAMi, or --soft-sharing time-slicing or mps with -o dra"],
+                       header="gpuprov fit: cannot start:")
     try:
         models_catalog = load_user_catalog(catalog_file)
     except PlanningFailed as exc:
@@ -126,6 +132,10 @@ def fit(workloads_file, output, write_path, method, soft_sharing, namespace, cat
         from gpuprov.fit.pods import pods_text
 
         text = pods_text(result, source=workloads_file, namespace=namespace)
+    elif output == "dra":
+        from gpuprov.fit.dra import dra_text
+
+        text = dra_text(result, source=workloads_file, namespace=namespace)
     elif output == "json":
         text = render.to_json(data) + "\n"
     elif output == "yaml":
