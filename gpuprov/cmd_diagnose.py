@@ -44,10 +44,9 @@ def check_kubeconfig(path=None):
     return data
 
 
-def fetch_cluster(kubeconfig=None, context=None):
-    """nodes, pods and FailedScheduling events as `kubectl get -o json` would print them."""
+def _api_client(kubeconfig, context):
     try:
-        from kubernetes import client, config
+        from kubernetes import config
         from kubernetes.config import ConfigException
     except ImportError:
         raise ClusterError("the kubernetes Python client is not installed; install it with "
@@ -55,11 +54,38 @@ def fetch_cluster(kubeconfig=None, context=None):
                            "--snapshot DIR") from None
     check_kubeconfig(kubeconfig)
     try:
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+        return config.new_client_from_config(config_file=kubeconfig, context=context)
     except (ConfigException, OSError, TypeError, ValueError, AttributeError, KeyError) as error:
         # The client raises these for a kubeconfig whose fields have the wrong shape.
         raise KubeconfigError("kubeconfig %s%s: %s" % (kubeconfig or "(default: $KUBECONFIG or ~/.kube/config)",
                                                     " context %s" % context if context else "", error)) from None
+
+
+def fetch_dra(kubeconfig=None, context=None):
+    """(ResourceSliceList, ResourceClaimList, notes) as kubectl prints them, or (None, None, notes)
+    when the cluster does not serve resource.k8s.io/v1 (no DRA, or Kubernetes before 1.34)."""
+    api_client = _api_client(kubeconfig, context)
+    from kubernetes import client
+
+    api = client.ResourceV1Api(api_client)
+    try:
+        documents = (api.list_resource_slice(), api.list_resource_claim_for_all_namespaces())
+    except Exception as error:  # ApiException, urllib3 and socket errors
+        status = getattr(error, "status", None)
+        if status == 404:
+            return None, None, ["the cluster serves no resource.k8s.io/v1 (DRA): device-plugin resources only"]
+        reason = getattr(error, "reason", None) or str(error).splitlines()[0]
+        raise ClusterError("cannot list ResourceSlices and ResourceClaims%s: %s%s; check that your user may list "
+                           "them cluster-wide" % (" (context %s)" % context if context else "",
+                                                  "HTTP %s " % status if status else "", reason)) from None
+    return tuple(api_client.sanitize_for_serialization(doc) for doc in documents) + ([],)
+
+
+def fetch_cluster(kubeconfig=None, context=None):
+    """nodes, pods and FailedScheduling events as `kubectl get -o json` would print them."""
+    api_client = _api_client(kubeconfig, context)
+    from kubernetes import client
+
     core = client.CoreV1Api(api_client)
     try:
         documents = (
@@ -126,12 +152,27 @@ def load_live(kubeconfig, context, gpu_data):
         raise diag.SnapshotError(problems)
     snapshot = diag.Snapshot(nodes=parsed["nodes"], pods=parsed["pods"], events=parsed["events"],
                              source="context %s" % context if context else "current kubeconfig context")
+    add_live_dra(snapshot, kubeconfig, context)
     if gpu_data:
         _add_gpu_data(snapshot, gpu_data)
     else:
         snapshot.notes.append("live mode reads no GPU facts or utilisation by itself: pass --gpu-data DIR "
                               "(facts/<node>.json, utilization/<node>.csv)")
     return snapshot
+
+
+def add_live_dra(snapshot, kubeconfig, context):
+    """ResourceSlices and ResourceClaims of the live cluster into the snapshot (where DRA is served)."""
+    from gpuprov.diagnose.dra_objects import parse_resource_claims, parse_resource_slices
+
+    slices_doc, claims_doc, notes = fetch_dra(kubeconfig, context)
+    snapshot.notes.extend(notes)
+    if slices_doc is None:
+        return
+    devices, slice_notes = parse_resource_slices(slices_doc, "cluster resourceslices")
+    snapshot.dra_devices = devices
+    snapshot.dra_claims = parse_resource_claims(claims_doc, "cluster resourceclaims")
+    snapshot.notes.extend(slice_notes)
 
 
 def _add_gpu_data(snapshot, directory):
@@ -220,19 +261,42 @@ def _pod_groups(pods):
     return list(groups.values())
 
 
+def _pod_asks(pod):
+    asks = ["%d %s" % (v, _short_resource(k)) for k, v in sorted(pod["requests"].items())]
+    asks += ["claim %s" % (c["claim"] or "from %s" % c["template"]) for c in pod.get("claims") or []]
+    return ", ".join(asks)
+
+
 def render_table(report):
     summary = report["summary"]
-    out = ["%s: %d GPU node(s) of %d, %d GPU(s), %d Pending GPU pod(s)"
+    out = ["%s: %d GPU node(s) of %d, %d GPU(s), %d Pending GPU pod(s)%s"
            % (report["source"], summary["gpu_nodes"], summary["nodes"], summary["gpus"],
-              summary["pending_gpu_pods"]), ""]
+              summary["pending_gpu_pods"], "; DRA: %d device(s), %d free" % (summary["dra_devices"],
+                                                                         summary["dra_devices_free"])
+              if "dra_devices" in summary else ""), ""]
     if report["nodes"]:
         out.extend(_table(["NODE", "GPUS", "ALLOCATED", "SM", "MEM PEAK", "CHECK", "STATUS", "FINDING"],
                           [_node_row(n) for n in report["nodes"]]))
         out.append("")
+    if report.get("dra"):
+        out.append("DRA devices (ResourceSlices; allocated by ResourceClaims):")
+        rows = []
+        for node in report["dra"]["nodes"]:
+            for number, kind in enumerate(node["kinds"]):
+                memory = "%g GiB" % kind["memory_gib"] if kind["memory_gib"] is not None else "-"
+                rows.append([node["name"] if number == 0 else "", "%s %s" % (kind["driver"], kind["kind"]),
+                             kind["product"] or "-", memory, "%d/%d" % (kind["allocated"], kind["devices"]),
+                             str(kind["free"])])
+        claims = report["dra"]["claims"]
+        if rows:
+            out.extend(_table(["NODE", "DEVICE", "PRODUCT", "MEMORY", "ALLOCATED", "FREE"], rows))
+        else:
+            out.append("no ResourceSlice publishes a device")
+        out.append("Claims: %d, %d allocated, %d waiting" % (claims["total"], claims["allocated"], claims["pending"]))
+        out.append("")
     if report["pods"]:
-        rows = [["%s/%s" % (p["namespace"], p["name"]),
-                 ", ".join("%d %s" % (v, _short_resource(k)) for k, v in sorted(p["requests"].items())),
-                 p["check"] or "-", p["summary"]] for p in report["pods"]]
+        rows = [["%s/%s" % (p["namespace"], p["name"]), _pod_asks(p), p["check"] or "-", p["summary"]]
+                for p in report["pods"]]
         out.extend(_table(["PENDING POD", "REQUESTS", "CHECK", "FINDING"], rows))
         out.append("")
     details = [n for n in report["nodes"] if n["check"] or n.get("status") == "unavailable"]

@@ -7,9 +7,9 @@ import click
 from gpuprov import diagnose as diag
 from gpuprov import pool as capacity
 from gpuprov import options, render
-from gpuprov.cmd_diagnose import ClusterError, fetch_cluster
+from gpuprov.cmd_diagnose import ClusterError, add_live_dra, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
-from gpuprov.diagnose.snapshot_loader import _read_json as read_json
+from gpuprov.diagnose.snapshot_loader import _read_json as read_json, load_dra
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 
 
@@ -27,15 +27,18 @@ def load_snapshot_dir(directory):
     if problems:
         raise diag.SnapshotError(problems)
     facts, _, notes = diag.load_gpu_data(directory, parsed["nodes.json"])
+    dra_devices, dra_claims, dra_notes = load_dra(directory)
     return diag.Snapshot(nodes=parsed["nodes.json"], pods=parsed["pods.json"], events=[], facts=facts,
-                         notes=notes, source=directory)
+                         notes=notes + dra_notes, source=directory, dra_devices=dra_devices, dra_claims=dra_claims)
 
 
 def load_live(kubeconfig, context):
     nodes_doc, pods_doc, _ = fetch_cluster(kubeconfig, context)
-    return diag.Snapshot(nodes=diag.parse_nodes(nodes_doc, "cluster nodes"),
-                         pods=diag.parse_pods(pods_doc, "cluster pods"), events=[],
-                         source="context %s" % context if context else "current kubeconfig context")
+    snapshot = diag.Snapshot(nodes=diag.parse_nodes(nodes_doc, "cluster nodes"),
+                             pods=diag.parse_pods(pods_doc, "cluster pods"), events=[],
+                             source="context %s" % context if context else "current kubeconfig context")
+    add_live_dra(snapshot, kubeconfig, context)
+    return snapshot
 
 
 def _gib(value):
@@ -58,7 +61,8 @@ def render_table(report):
 
 @click.command("pool")
 @click.option("--snapshot", "snapshot_dir", metavar="DIR",
-              help="Folder with nodes.json and pods.json (kubectl get ... -o json), optional facts/<node>.json.")
+              help="Folder with nodes.json and pods.json (kubectl get ... -o json), optional facts/<node>.json; "
+                   "with DRA also resourceslices.json and resourceclaims.json.")
 @click.option("--kubeconfig", metavar="FILE", help="Live mode: this kubeconfig (default $KUBECONFIG or ~/.kube/config).")
 @click.option("--context", metavar="NAME", help="Live mode: kubeconfig context to use.")
 @click.option("--fits", "fits_memory", metavar="SIZE",

@@ -14,6 +14,10 @@ Memory per slot, first source that answers:
   each GPU advertises (capacity / GPUs), because time-slicing and MPS replicas share it.
 Isolation is hard for a MIG instance or a whole GPU that nobody shares (its memory is the
 pod's alone) and soft for replicas of time-slicing or MPS.
+
+Where the cluster uses DRA (ResourceSlices and ResourceClaims in the snapshot), each node's
+devices are rows too, beside the device-plugin resources: published devices, those allocated
+to claims, the free ones, and their memory as the slice publishes it.
 """
 import re
 
@@ -111,7 +115,33 @@ def pool(snapshot):
                          "free_gib": round(free * mib / MIB_PER_GIB, 2) if mib is not None else None,
                          "isolation": isolation, "sharing": sharing, "memory_from": source,
                          "blocked": _blocked(node)})
+    rows.extend(dra_rows(snapshot))
+    rows.sort(key=lambda row: row["node"])
     return {"schema": SCHEMA, "source": snapshot.source, "nodes": rows, "notes": notes}
+
+
+def dra_rows(snapshot):
+    """A row per node and kind of DRA device (driver, type, MIG profile, product, memory).
+
+    ``resource`` reads ``dra:<driver>/<type>[-<profile>]``; allocated means allocated to a
+    ResourceClaim. A free device goes to the next claim whole (isolation hard); devices of a
+    shared claim are used by its pods, not free for others.
+    """
+    from gpuprov.diagnose.dra_checks import device_usage
+
+    blocked = dict((n.name, _blocked(n)) for n in snapshot.nodes)
+    rows = []
+    for node in device_usage(snapshot):
+        for kind in node["kinds"]:
+            name = "dra:%s/%s" % (kind["driver"], kind["kind"].replace(" ", "-"))
+            gib = kind["memory_gib"]
+            rows.append({"node": node["name"], "resource": name, "allocatable": kind["devices"],
+                         "allocated": kind["allocated"], "free": kind["free"], "slot_gib": gib,
+                         "free_gib": round(kind["free"] * gib, 2) if gib is not None else None,
+                         "isolation": "hard", "sharing": "dra", "memory_from": "ResourceSlice" if gib is not None else None,
+                         "blocked": blocked.get(node["name"], "not a node" if node["name"].startswith("(") else None),
+                         "product": kind["product"]})
+    return rows
 
 
 def fits(report, need_mib, isolation=None):

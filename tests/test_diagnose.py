@@ -489,7 +489,7 @@ def test_json_output_has_the_documented_structure():
     assert code == 0
     report = json.loads(out)
     assert report["schema"] == "gpuprov.diagnose/v1"
-    assert set(report) == {"schema", "source", "summary", "not_run", "notes", "nodes", "pods", "thresholds"}
+    assert set(report) == {"schema", "source", "summary", "not_run", "notes", "nodes", "pods", "thresholds", "dra"}
     for node in report["nodes"]:
         assert {"name", "check", "status", "summary", "evidence", "remedy", "resources", "gpus"} <= set(node)
         assert node["check"] in diag.CHECKS + (None,)
@@ -691,6 +691,24 @@ class _FakeCoreV1Api:
         return self.documents["events"]
 
 
+class _NoDraResourceV1Api:
+    """A cluster that serves no resource.k8s.io/v1: the API server answers 404."""
+
+    def __init__(self, api_client):
+        pass
+
+    def _missing(self):
+        import kubernetes
+
+        raise kubernetes.client.exceptions.ApiException(status=404, reason="Not Found")
+
+    def list_resource_slice(self):
+        self._missing()
+
+    def list_resource_claim_for_all_namespaces(self):
+        self._missing()
+
+
 KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters: [{name: lab, cluster: {server: "https://127.0.0.1:6443"}}]
@@ -713,6 +731,7 @@ def test_live_mode_reads_the_cluster_through_the_kubernetes_client(monkeypatch, 
                                 for name in ("nodes", "pods", "events")}
     monkeypatch.setattr(kubernetes.config, "new_client_from_config", new_client)
     monkeypatch.setattr(kubernetes.client, "CoreV1Api", _FakeCoreV1Api)
+    monkeypatch.setattr(kubernetes.client, "ResourceV1Api", _NoDraResourceV1Api)
     code, out, err = run_cli("--kubeconfig", str(tmp_path / "kc"), "--context", "lab", "-o", "json")
     assert code == 0, err
     assert seen == {"config_file": str(tmp_path / "kc"), "context": "lab"}
@@ -721,6 +740,7 @@ def test_live_mode_reads_the_cluster_through_the_kubernetes_client(monkeypatch, 
     assert [(p["name"], p["check"]) for p in live["pods"]] == [(p["name"], p["check"]) for p in offline["pods"]]
     assert live["source"] == "context lab"
     assert any("--gpu-data" in note for note in live["notes"])
+    assert live["dra"] is None and any("serves no resource.k8s.io/v1" in note for note in live["notes"])
 
 
 def test_live_mode_errors_are_clear(monkeypatch, tmp_path):

@@ -175,6 +175,13 @@ def render(report, snapshot):
                        "GiB", t0, t1)))
         else:
             body.append('<p class="muted">No utilisation samples for this node.</p>')
+    if report.get("dra"):
+        rows = "".join("<tr><td>%s</td><td>%s %s</td><td>%s</td><td>%s</td><td>%d/%d</td><td>%d</td></tr>" % (
+            esc(node["name"]), esc(kind["driver"]), esc(kind["kind"]), esc(kind["product"] or "-"),
+            "-" if kind["memory_gib"] is None else "%g GiB" % kind["memory_gib"], kind["allocated"], kind["devices"],
+            kind["free"]) for node in report["dra"]["nodes"] for kind in node["kinds"])
+        body.append("<h2>DRA devices</h2><table><tr><th>node</th><th>device</th><th>product</th><th>memory</th>"
+                    "<th>allocated</th><th>free</th></tr>%s</table>" % rows)
     if report["pods"]:
         body.append("<h2>Pending GPU pods</h2>")
         for pod in report["pods"]:

@@ -3,6 +3,7 @@
 import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
+from gpuprov.diagnose.dra_objects import pod_resource_claims
 from gpuprov.diagnose.snapshot import Node, Pod, SchedulingEvent, SnapshotError
 
 
@@ -220,6 +221,7 @@ def parse_pods(doc, source="pods.json"):
         before = len(problems)
         requests = pod_gpu_requests(spec, where + ":", problems)
         hami = pod_hami_requests(spec, where + ":", problems)
+        claims = pod_resource_claims(spec, status, where + ":", problems)
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         terms = None
@@ -242,6 +244,7 @@ def parse_pods(doc, source="pods.json"):
             scheduling_gates=[g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)],
             scheduler_name=spec.get("schedulerName") or "default-scheduler",
             hami=hami,
+            claims=claims,
         ))
     if problems:
         raise SnapshotError(problems)

@@ -30,6 +30,18 @@ _REASON_PATTERNS = (
     ("too-many-pods", re.compile(r"^Too many pods$")),
 )
 
+# The DRA plugin's reasons (k8s.io/kubernetes v1.37.2 pkg/scheduler/framework/plugins/
+# dynamicresources/dynamicresources.go, and ErrClaimNotFound of k8s.io/dynamic-resource-allocation
+# resourceclaim). From PreFilter they come without a node count and apply to every node.
+_DRA_PATTERNS = (
+    ("dra-allocation", re.compile(r"^cannot allocate all claims$")),
+    ("dra-claim-missing", re.compile(r"ResourceClaim not created yet|resourceclaim(?:\.resource\.k8s\.io)? \"[^\"]+\" "
+                                     r"not found", re.I)),
+    ("dra-claim-in-use", re.compile(r"^resourceclaim in use$")),
+    ("dra-class", re.compile(r"device class (?P<detail>\S+) does not exist")),
+    ("dra-node", re.compile(r"^resourceclaim not available on the node$")),
+)
+
 
 def parse_scheduler_message(message):
     """Split a FailedScheduling message into [{count, reason, category, detail}].
@@ -47,10 +59,18 @@ def parse_scheduler_message(message):
     for part in _REASON_SPLIT.split(body):
         part_match = re.match(r"^(\d+)\s+(.*)$", part.strip())
         if not part_match:
+            # A PreFilter reason holds for every node; only the DRA plugin's are read here.
+            text = part.strip()
+            for name, pattern in _DRA_PATTERNS:
+                found = pattern.search(text)
+                if found:
+                    reasons.append({"count": int(match.group(2)), "reason": text, "category": name,
+                                    "detail": found.groupdict().get("detail") or ""})
+                    break
             continue
         count, text = int(part_match.group(1)), part_match.group(2).strip()
         category, detail = "other", ""
-        for name, pattern in _REASON_PATTERNS:
+        for name, pattern in _REASON_PATTERNS + _DRA_PATTERNS:
             found = pattern.search(text)
             if found:
                 category = name

@@ -41,6 +41,9 @@ class Pod:
     # HAMi's per-GPU asks (nvidia.com/gpumem MiB, gpumem-percentage, gpucores %), largest per
     # container; not node resources, so they are not in `requests`.
     hami: dict = field(default_factory=dict)
+    # DRA: spec.resourceClaims as [{name, claim, template}]; ``claim`` is the ResourceClaim's name
+    # (for a template, the one status.resourceClaimStatuses names; "" until it is created).
+    claims: list = field(default_factory=list)
 
     @property
     def key(self):
@@ -91,6 +94,54 @@ class UtilizationSample:
 
 
 @dataclass
+class DraDevice:
+    """A device of a ResourceSlice (the newest generation of its pool)."""
+    node: str                 # spec.nodeName of its slice; "" for slices not bound to one node
+    driver: str
+    pool: str
+    name: str
+    attributes: dict = field(default_factory=dict)   # name (driver domain dropped) -> plain value
+    capacity: dict = field(default_factory=dict)     # name -> MiB for memory, else the quantity text
+
+    @property
+    def key(self):
+        return (self.driver, self.pool, self.name)
+
+    @property
+    def kind(self):
+        """'gpu', 'mig 1g.10gb' (the driver's type and profile attributes), or the driver name."""
+        kind = str(self.attributes.get("type") or self.driver)
+        if self.attributes.get("profile"):
+            kind += " %s" % self.attributes["profile"]
+        return kind
+
+
+@dataclass
+class DraRequest:
+    name: str
+    device_class: str
+    count: int                # devices for ExactCount; 0 for All
+    selectors: list = field(default_factory=list)    # CEL expressions
+    mode: str = "ExactCount"
+
+
+@dataclass
+class DraClaim:
+    namespace: str
+    name: str
+    requests: list = field(default_factory=list)     # [DraRequest]
+    allocated: list = field(default_factory=list)    # [(driver, pool, device)]
+    node: str = ""            # the node its allocation is bound to
+    reserved_for: list = field(default_factory=list)  # names of the pods that use it
+    sharing: list = field(default_factory=list)      # sharing strategies of its opaque configs
+    deleting: bool = False
+
+    @property
+    def key(self):
+        return "%s/%s" % (self.namespace, self.name)
+
+
+@dataclass
 class Snapshot:
     nodes: list
     pods: list
@@ -99,3 +150,6 @@ class Snapshot:
     utilization: dict = field(default_factory=dict)    # node -> [UtilizationSample]
     notes: list = field(default_factory=list)          # what could not be read, and why
     source: str = ""
+    # DRA (resource.k8s.io/v1); None when they were not read (no file, or the API is not served).
+    dra_devices: list = None                           # [DraDevice]
+    dra_claims: list = None                            # [DraClaim]

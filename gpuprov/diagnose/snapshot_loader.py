@@ -5,6 +5,7 @@ import os
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
 
+from gpuprov.diagnose.dra_objects import parse_resource_claims, parse_resource_slices
 from gpuprov.diagnose.gpu_facts import parse_gpu_facts
 from gpuprov.diagnose.kubernetes_objects import parse_events, parse_nodes, parse_pods
 from gpuprov.diagnose.snapshot import Snapshot, SnapshotError
@@ -110,6 +111,40 @@ def load_gpu_data(directory, nodes, label_prefix=""):
     return facts, utilization, notes
 
 
+DRA_FILES = (("resourceslices.json", "resourceslices"), ("resourceclaims.json", "resourceclaims -A"))
+
+
+def load_dra(directory):
+    """(devices, claims, notes) from DIR/resourceslices.json and DIR/resourceclaims.json.
+
+    Both optional, together: (None, None, []) when neither is there (a cluster without DRA, or a
+    snapshot taken without them); one without the other is an error, since devices without
+    claims would all look free.
+    """
+    present = [name for name, _kind in DRA_FILES if os.path.lexists(os.path.join(directory, name))]
+    if not present:
+        return None, None, []
+    if len(present) == 1:
+        missing, kind = [(n, k) for n, k in DRA_FILES if n not in present][0]
+        raise SnapshotError("%s: missing beside %s (DRA devices without their claims would all look free); create "
+                            "it with `kubectl get %s -o json > %s`"
+                            % (missing, present[0], kind, os.path.join(directory, missing)))
+    problems, devices, claims, notes = [], None, None, []
+    try:
+        devices, notes = parse_resource_slices(_read_json(os.path.join(directory, "resourceslices.json"),
+                                                          "resourceslices.json"))
+    except SnapshotError as error:
+        problems.extend(error.problems)
+    try:
+        claims = parse_resource_claims(_read_json(os.path.join(directory, "resourceclaims.json"),
+                                                  "resourceclaims.json"))
+    except SnapshotError as error:
+        problems.extend(error.problems)
+    if problems:
+        raise SnapshotError(problems)
+    return devices, claims, notes
+
+
 def load_snapshot(directory):
     """Read a snapshot directory; raise SnapshotError naming every bad file and field."""
     if not os.path.isdir(directory):
@@ -130,5 +165,7 @@ def load_snapshot(directory):
         raise SnapshotError(problems)
     nodes = parsed["nodes.json"]
     facts, utilization, notes = load_gpu_data(directory, nodes)
+    dra_devices, dra_claims, dra_notes = load_dra(directory)
     return Snapshot(nodes=nodes, pods=parsed["pods.json"], events=parsed["events.json"],
-                    facts=facts, utilization=utilization, notes=notes, source=directory)
+                    facts=facts, utilization=utilization, notes=notes + dra_notes, source=directory,
+                    dra_devices=dra_devices, dra_claims=dra_claims)
