@@ -20,6 +20,10 @@ not expressed: it would need the driver's pcieRoot attribute, which a plan does 
 Shapes (labels, annotations, containers) are those of `-o pods` (gpuprov/fit/pods.py).
 """
 
+import math
+
+import yaml
+
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dra, dra_claims
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
 from gpuprov.fit import pods
@@ -94,10 +98,9 @@ def _shared_claim_name(gpu):
     return pods.dns_label("%s-gpu-%d-shared" % (gpu.node, gpu.index))
 
 
-def _shared_claim(gpu, members, namespace):
+def _shared_claim(gpu, first, namespace):
     """The ResourceClaim the copies on one shared GPU reference, with the driver's sharing config."""
     method = gpu.shared_method
-    first = members[0]
     if method == "mps":
         need = len(gpu.items) * max(i.memory_mib for i in gpu.items)
         config = dra_claims.sharing_config(dra_claims.MPS, clients=len(gpu.items), memory_mib=gpu.view.model.memory_mib,
@@ -143,8 +146,6 @@ def _prefer_nodes(group):
 
 def documents(result, namespace=None):
     """[(comment lines, object)]: claim templates, shared claims and Deployments, in fit order."""
-    import math
-
     nodes = dict((n.host, n) for n in result.nodes)
     groups = []   # [key, [Copy]]
     for copy in copies(result):
@@ -181,8 +182,7 @@ def documents(result, namespace=None):
             claim_name = _shared_claim_name(first.shared)
             if claim_name not in claimed:
                 claimed.add(claim_name)
-                members = [c for _k, g in groups for c in g if c.shared is first.shared]
-                out.append(_shared_claim(first.shared, members, namespace))
+                out.append(_shared_claim(first.shared, first, namespace))
             pod_claim = {"name": CLAIM_NAME, "resourceClaimName": claim_name}
             asks = "the shared claim %s" % claim_name
         else:
@@ -231,8 +231,6 @@ def documents(result, namespace=None):
 
 def dra_text(result, source=None, namespace=None):
     """The objects as one multi-document YAML stream with comments."""
-    import yaml
-
     parts, kinds = [], {}
     for comments, document in documents(result, namespace):
         # One escaped line per comment: no workload name can end a comment and add YAML.
