@@ -389,3 +389,51 @@ def test_chromium_renders_the_latency_and_memory_charts(trial_plan, tmp_path):
     # p99 and p95 of one workload, and the memory line; the SLO limit and the margin.
     assert 'data-rendered="3"' in html_tag and 'data-limits="2"' in html_tag, html_tag
     assert "data-errors" not in html_tag and console == []
+
+
+def test_the_command_shares_the_inventory_vault_catalog_and_output_options(gpuprov):
+    code, out, _ = gpuprov("trial", "--help")
+    assert code == 0
+    for option in ("-i, --inventory", "--vault-id", "--vault-password-file", "--ask-vault-pass", "--catalog FILE"):
+        assert option in out, option
+    assert "json" in out[out.index("-o, --output"):]
+
+
+class RecordingClient:
+    def __init__(self):
+        self.queries = []
+
+    def query(self, promql, at):
+        self.queries.append((promql, at))
+        return []
+
+
+def test_the_window_reads_only_the_canary_and_its_namespace():
+    from gpuprov.trial.metrics import WindowReader
+
+    client = RecordingClient()
+    reader = WindowReader(client, "canary", [TTFT], (0.5, 0.99), namespace='m"l')
+    assert reader.latency(1000.0, 5) == {}
+    reader.gpus(1000.0, 5, {0: A100_MIB})
+    quantile = [q for q, _ in client.queries if q.startswith("histogram_quantile(0.99")][0]
+    assert quantile == ('histogram_quantile(0.99, sum by (le, namespace, model_name) '
+                        '(rate(vllm:time_to_first_token_seconds_bucket{node="canary",namespace="m\\"l"}[5s])))')
+    free = [q for q, _ in client.queries if "DCGM_FI_DEV_FB_FREE" in q][0]
+    assert free == ('min by (UUID, gpu) (min_over_time(DCGM_FI_DEV_FB_FREE{node="canary"}[5s]) or '
+                    'min_over_time(DCGM_FI_DEV_FB_FREE{Hostname="canary"}[5s]) or '
+                    'min_over_time(DCGM_FI_DEV_FB_FREE{hostname="canary"}[5s]))')
+    assert all(at == 1000.0 for _, at in client.queries)
+
+
+def test_a_workload_name_cannot_print_a_line_of_its_own(trial_plan):
+    converger = FakeConverger(trial_plan)
+    reader = FakeReader(converger, lambda r: 0.02 * r, lambda r: 1024)
+    original = reader.latency
+
+    def forged(end, seconds):
+        return {("ml", "x\ncanary is at 8 replicas now."): original(end, seconds)[("ml", "org/chat")]}
+    reader.latency = forged
+    result, _ = run_trial(trial_plan, converger, reader)
+    lines = report.text(result).splitlines()
+    assert "canary is at 8 replicas now." not in lines
+    assert any("x\\x0acanary is at 8 replicas now." in line for line in lines)

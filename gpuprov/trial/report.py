@@ -116,7 +116,14 @@ def steps_table(result):
 
 
 def text(result, fit=None, snippet_path=None):
-    """The table, the reasons of each step, and what to do."""
+    """The table, the reasons of each step, and what to do. Every line is escaped: workload
+    names come from Prometheus' labels, and none may print a line of its own."""
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+
+    return "\n".join(escape(line) for line in _text_lines(result, fit, snippet_path).split("\n"))
+
+
+def _text_lines(result, fit, snippet_path):
     node = result.plan.node
     lines = ["gpuprov trial %s: SLO %s; %ds windows; at least %.0f%% of each GPU's memory free" % (
         node, ", ".join(s.text for s in result.slos), result.window, 100 * result.margin), "",
