@@ -68,7 +68,8 @@ def trial(inventory, vault, catalog_file, node, slos, steps, window, prometheus_
     __meta_kubernetes_pod_node_name), as must dcgm-exporter's (or its Hostname). The trial
     measures the load the workloads serve; it starts no pod and generates no traffic.
 
-    Ctrl-C or a failure at any step puts the node back where it started and says so.
+    Ctrl-C (or SIGTERM) or a failure at any step puts the node back where it started and
+    says so.
 
     Exit status: 0 a density passed (the node is at it); 1 none passed, or a step failed
     (the node is back as it was); 2 bad input, nothing changed; 130 interrupted (the node is
@@ -151,6 +152,10 @@ def _run(plan, inventory, vault, catalog_file, kubeconfig, kube_context, client,
     try:
         result = runner.run()
     except TrialRefused as exc:
+        if exc.interrupted:
+            for problem in exc.problems:
+                click.echo("gpuprov trial: %s" % problem, err=True)
+            return EXIT_INTERRUPTED
         fail_bad_input(exc.problems, header="gpuprov trial: %s:" % plan.node)
 
     fit = None

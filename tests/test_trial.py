@@ -437,3 +437,15 @@ def test_a_workload_name_cannot_print_a_line_of_its_own(trial_plan):
     lines = report.text(result).splitlines()
     assert "canary is at 8 replicas now." not in lines
     assert any("x\\x0acanary is at 8 replicas now." in line for line in lines)
+
+
+def test_sigterm_is_an_interrupt_too_and_one_in_the_dry_run_changes_nothing(trial_plan):
+    import os
+    import signal
+
+    converger = FakeConverger(trial_plan, on_run=lambda what: os.kill(os.getpid(), signal.SIGTERM))
+    with pytest.raises(TrialRefused) as caught:
+        run_trial(trial_plan, converger, FakeReader(converger, lambda r: 0.01, lambda r: 1024))
+    assert caught.value.interrupted and converger.runs == ["dry run"]
+    assert caught.value.problems == ["canary: interrupted before any change; nothing was changed"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back once the trial ended

@@ -43,9 +43,10 @@ A100_MIB = 81920
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 TRIAL_TIMEOUT_S = 300
 WINDOW = "5s"
-# The cluster side polls every second (the stub cluster has no clock).
+# The cluster side polls every second (the stub cluster has no clock); NFD is not what these
+# tests are about, so the cluster side leaves it out.
 FAST = {"gpu_mig_poll_interval": 1, "gpu_device_plugin_wait_delay": 1, "gpuprov_drain_retry_delay": 1,
-        "gpu_device_plugin_wait_timeout": 10}
+        "gpu_device_plugin_wait_timeout": 10, "gpu_device_plugin_nfd_enabled": False}
 SPREAD = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5)
 
 

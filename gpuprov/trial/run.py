@@ -20,10 +20,12 @@ OUTCOME_INTERRUPTED = "interrupted"
 
 
 class TrialRefused(Exception):
-    """Before any change: the trial cannot start (bad input or a node not as planned)."""
+    """Before any change: the trial cannot start (bad input or a node not as planned), or
+    was interrupted (``interrupted``) before it changed anything."""
 
-    def __init__(self, problems):
+    def __init__(self, problems, interrupted=False):
         self.problems = list(problems)
+        self.interrupted = interrupted
         super().__init__("; ".join(self.problems))
 
 
@@ -36,9 +38,11 @@ class Interrupted(Exception):
 
 
 class Interrupts:
-    """SIGINT handling while the trial runs. A Ctrl-C while a converge runs lets it finish
-    (a second one stops it), one while a window runs ends it at once; while the node is put
-    back they are refused, since stopping that would leave the node half way."""
+    """SIGINT (Ctrl-C) and SIGTERM while the trial runs. One while a converge runs lets it
+    finish (a second one stops it), one during the dry run or a window ends it at once; while
+    the node is put back they are refused, since stopping that would leave the node half way."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, converger, say):
         self.converger, self.say = converger, say
@@ -47,11 +51,12 @@ class Interrupts:
         self._previous = None
 
     def __enter__(self):
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous = dict((number, signal.signal(number, self._handle)) for number in self.SIGNALS)
         return self
 
     def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
         return False
 
     @property
@@ -62,6 +67,9 @@ class Interrupts:
         self.count += 1
         if self.phase == "restore":
             self.say("interrupt refused: %s is being put back; stopping now could leave it half way" % self.converger.node)
+        elif self.phase == "dry run":
+            self.say("interrupted: nothing was changed")
+            self.converger.stop_running()
         elif self.phase == "converge":
             if self.count == 1:
                 self.say("interrupted: the converge of %s finishes first, then the node is put back "
@@ -202,11 +210,11 @@ class Trial:
         self.start_workloads = dict((k, w) for k, w in start.workloads.items() if any(w["requests"].values()))
         result.start = start
         self.say("%s: dry run of its inventory plan (it must change nothing, so that the node can be put back)" % node)
-        self.interrupts.phase = "converge"
+        self.interrupts.phase = "dry run"
         outcome = self.converger.run(check=True)
         self.interrupts.phase = "idle"
         if self.interrupts.requested:
-            raise TrialRefused(["interrupted before any change; nothing was changed"])
+            raise TrialRefused(["%s: interrupted before any change; nothing was changed" % node], interrupted=True)
         if not outcome.ok:
             raise TrialRefused(["%s: the dry run of its inventory plan failed (nothing was changed): %s"
                                 % (node, outcome.detail)])
