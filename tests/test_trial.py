@@ -323,9 +323,19 @@ def test_a_start_without_requests_or_gpu_series_is_refused(trial_plan):
         run_trial(trial_plan, converger, reader)
     reader = FakeReader(converger, lambda r: 0.01, lambda r: 1024)
     reader.gpus = lambda end, seconds, memory: []
-    with pytest.raises(TrialRefused, match="no dcgm-exporter series"):
+    with pytest.raises(TrialRefused, match="no dcgm-exporter series for GPU 0 of the node"):
         run_trial(trial_plan, converger, reader)
     assert converger.runs == []
+
+
+def test_gpu_series_gone_at_a_step_is_an_error_not_a_pass(trial_plan):
+    converger = FakeConverger(trial_plan)
+    reader = FakeReader(converger, lambda r: 0.01, lambda r: 1024)
+    original = reader.gpus
+    reader.gpus = lambda end, seconds, memory: [] if converger.replicas == 4 else original(end, seconds, memory)
+    result, _ = run_trial(trial_plan, converger, reader)
+    assert result.outcome == "error" and "no dcgm-exporter series for GPU 0 of canary" in result.error
+    assert converger.runs == ["dry run", 2, 4, "inventory plan"]
 
 
 def test_ctrl_c_in_a_window_stops_at_once_and_puts_the_node_back(trial_plan):

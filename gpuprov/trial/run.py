@@ -133,6 +133,11 @@ class Trial:
         its latency is not read (it says nothing about a density the node cannot hold)."""
         record.gpus = self.reader.gpus(end, self.window, self.memory_mib)
         record.pods = self.reader.pods(end, self.window)
+        missing = self.missing_gpus(record)
+        if judge and missing:
+            raise StepFailed("%s: Prometheus holds no dcgm-exporter series for GPU %s of %s in the window: the "
+                             "memory check cannot judge the step" % (record.label, ",".join(map(str, missing)),
+                                                                    self.plan.node))
         short = [g for g in record.gpus if g["free_ratio"] is not None and g["free_ratio"] < self.margin]
         if judge and short:
             record.verdict = "memory"
@@ -159,6 +164,10 @@ class Trial:
             reasons.extend("%s: %s" % (name, text) for text in slo_mod.breaches(self.slos, entry["quantiles"]))
         record.reasons = reasons
         record.verdict = "slo" if reasons else "pass"
+
+    def missing_gpus(self, record):
+        """The node's GPU indices (from its plan) with no series in the record."""
+        return sorted(set(self.memory_mib) - set(g["gpu"] for g in record.gpus))
 
     # -- the run -------------------------------------------------------------------------
 
@@ -197,10 +206,11 @@ class Trial:
         except PrometheusError as exc:
             raise TrialRefused(["--prometheus: %s (nothing was changed)" % exc])
         start.started, start.ended, start.verdict = now - self.window, now, "start"
-        if not start.gpus:
-            raise TrialRefused(["%s: Prometheus holds no dcgm-exporter series for the node's GPUs "
-                                "(DCGM_FI_DEV_FB_FREE with node, Hostname or hostname %s): the memory check cannot "
-                                "run; nothing was changed" % (node, node)])
+        missing = self.missing_gpus(start)
+        if missing:
+            raise TrialRefused(["%s: Prometheus holds no dcgm-exporter series for GPU %s of the node "
+                                "(DCGM_FI_DEV_FB_FREE with node, Hostname or hostname %s, and a gpu label): the memory "
+                                "check cannot run; nothing was changed" % (node, ",".join(map(str, missing)), node)])
         if not any(any(w["requests"].values()) for w in start.workloads.values()):
             raise TrialRefused(["%s: no request in the last %ds in Prometheus (%s with node=%r%s): a trial needs "
                                 "the workloads on the node serving load, and their pods' node name as a `node` "
