@@ -47,10 +47,12 @@ def _parse_margin(text):
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the host_vars snippet with the replicas found to FILE (atomically).")
 @click.option("--report", "report_path", metavar="FILE", help="Write a self-contained HTML report to FILE.")
+@click.option("--steps-dir", metavar="DIR", help="Keep each step's inventory source in DIR/step-N (DIR must not exist): "
+              "`gpuprov plan -i INVENTORY -i DIR/step-N` prints the plan the step converges.")
 @options.output_option(["table", "json"], help_text="table: the steps and the recommendation for people (progress on "
                        "stderr); json: the trial as one JSON document.")
 def trial(inventory, vault, catalog_file, node, slos, steps, window, prometheus_url, metrics, namespace,
-          memory_margin, kubeconfig, kube_context, write_path, report_path, output):
+          memory_margin, kubeconfig, kube_context, write_path, report_path, steps_dir, output):
     """Find how many replicas per GPU one canary node takes before tail latency breaks the SLO.
 
     Plans every step first (the node's sharing with N replicas; the rest of the inventory
@@ -119,7 +121,8 @@ def trial(inventory, vault, catalog_file, node, slos, steps, window, prometheus_
         fail_bad_input(problems, header="gpuprov trial: %d problem(s); nothing was changed:" % len(problems))
 
     try:
-        plan = plan_trial(inventory, node, step_list, vault=vault.reader_options(), catalog_file=catalog_file)
+        plan = plan_trial(inventory, node, step_list, vault=vault.reader_options(), catalog_file=catalog_file,
+                          steps_dir=steps_dir)
     except TrialInputError as exc:
         fail_bad_input(exc.problems, header="gpuprov trial: nothing was changed:")
     try:
@@ -144,8 +147,9 @@ def _run(plan, inventory, vault, catalog_file, kubeconfig, kube_context, client,
     from gpuprov.trial.run import OUTCOME_FOUND, OUTCOME_INTERRUPTED, OUTCOME_NONE, Trial, TrialRefused
 
     for step in plan.steps:
-        _say("step %d planned: %s, advertises %s; changes: %s" % (
-            step.replicas, step.config_name or "-", step.resources_text(), "; ".join(step.changes(plan.start)) or "-"))
+        _say("step %d planned: %s, advertises %s; changes: %s%s" % (
+            step.replicas, step.config_name or "-", step.resources_text(), "; ".join(step.changes(plan.start)) or "-",
+            " (gpuprov plan -i ... -i %s)" % step.source if plan.keep else ""))
     converger = NodeConverger(inventory, plan.node, vault, catalog_file, kubeconfig, kube_context, stdout=sys.stderr)
     reader = WindowReader(client, plan.node, histograms, slo_mod.quantiles_for(objectives), namespace)
     runner = Trial(plan, converger, reader, objectives, window_seconds, margin, _say)

@@ -6,6 +6,7 @@ The same loop against a real Prometheus and the SSH fleet is tests/test_trial_fl
 """
 import json
 import math
+import os
 
 import pytest
 import yaml
@@ -101,6 +102,19 @@ def test_every_step_is_planned_through_an_inventory_source_of_its_own(tmp_path):
     finally:
         plan.cleanup()
     assert not (tmp_path / source).exists()
+
+
+def test_the_steps_sources_can_be_kept_for_gpuprov_plan(gpuprov, tmp_path):
+    path = inventory(tmp_path, {"canary": CANARY})
+    kept = tmp_path / "steps"
+    plan = plan_trial([path], "canary", [2, 4], steps_dir=str(kept))
+    plan.cleanup()
+    assert sorted(os.listdir(kept)) == ["step-2", "step-4"] and oct(os.stat(kept).st_mode & 0o777) == "0o700"
+    code, out, err = gpuprov("plan", "-i", path, "-i", str(kept / "step-4"), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["nodes"]["canary"]["device_plugin"]["config_name"] == "ts-4"
+    with pytest.raises(TrialInputError, match="exists; give a folder that does not exist yet"):
+        plan_trial([path], "canary", [2], steps_dir=str(kept))
 
 
 @pytest.mark.parametrize("node,steps,expected", [

@@ -140,12 +140,14 @@ class TrialPlan:
     """Every step of a trial, planned; the start is the node's inventory plan. Owns the
     folder of the steps' inventory sources (private, removed by cleanup())."""
 
-    def __init__(self, node, start, steps, workdir, base_sharing):
+    def __init__(self, node, start, steps, workdir, base_sharing, keep=False):
         self.node, self.start, self.steps, self.workdir = node, start, steps, workdir
         self.base_sharing = base_sharing
+        self.keep = keep
 
     def cleanup(self):
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _write_source(directory, node, sharing):
@@ -160,9 +162,22 @@ def _write_source(directory, node, sharing):
     return directory
 
 
-def plan_trial(inventories, node, steps, vault=None, catalog_file=None):
+def _steps_dir(path):
+    """``path`` created for the steps' sources (mode 0700); it must not exist yet, so nothing
+    of the user's is written over and no link planted there is followed."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        raise TrialInputError(["--steps-dir %s: exists; give a folder that does not exist yet" % path])
+    except OSError as exc:
+        raise TrialInputError(["--steps-dir %s: cannot create it: %s" % (path, exc.strerror or exc)])
+    return path
+
+
+def plan_trial(inventories, node, steps, vault=None, catalog_file=None, steps_dir=None):
     """Plan the start and every step for ``node``; TrialInputError (nothing changed) when the
-    node is not a GPU node of the inventory or a step does not plan."""
+    node is not a GPU node of the inventory or a step does not plan. ``steps_dir``: keep the
+    steps' inventory sources there (else a private temporary folder, removed by cleanup())."""
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import inventory as inventory_mod
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
 
@@ -186,7 +201,7 @@ def plan_trial(inventories, node, steps, vault=None, catalog_file=None):
         start = plan_inventory(list(inventories), node, vault=vault, catalog_file=catalog_file).nodes[node]
     except PlanningFailed as exc:
         raise TrialInputError(["the inventory does not plan (nothing was changed):"] + exc.problems)
-    workdir = tempfile.mkdtemp(prefix="gpuprov-trial-")
+    workdir = _steps_dir(steps_dir) if steps_dir else tempfile.mkdtemp(prefix="gpuprov-trial-")
     planned, problems = [], []
     try:
         for replicas in steps:
@@ -219,4 +234,4 @@ def plan_trial(inventories, node, steps, vault=None, catalog_file=None):
     if problems:
         shutil.rmtree(workdir, ignore_errors=True)
         raise TrialInputError(problems)
-    return TrialPlan(node, start, planned, workdir, base_sharing)
+    return TrialPlan(node, start, planned, workdir, base_sharing, keep=bool(steps_dir))
