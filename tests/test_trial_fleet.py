@@ -26,6 +26,8 @@ import yaml
 
 from testlib import REPO
 
+# The simulated vLLM servers render their metrics with prometheus_client (the dev extras).
+pytest.importorskip("prometheus_client", reason="prometheus-client is not installed (pip install .[dev])")
 sys.path.insert(0, os.path.join(REPO, "tests", "fleet"))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 import fleet as fleetlib  # noqa: E402  (tests/fleet is not a package)
