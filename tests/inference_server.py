@@ -4,8 +4,8 @@ dcgm-exporter series on 127.0.0.1, driven by the node's device-plugin config.
 Each workload is one vLLM server as Prometheus scrapes it: its own /metrics port, rendered by
 prometheus_client (the library vLLM renders its metrics with) with vLLM's names, HELP texts,
 label names and buckets (vllm-project/vllm vllm/v1/metrics/loggers.py PrometheusStatLogger,
-commit 005a810bc40f: labels model_name and engine; `_created` series off, as vLLM turns them
-off). The scrape target adds what a PodMonitor with relabelling adds: namespace, pod and node.
+commit 005a810bc40f, release UNVERIFIED: labels model_name and engine; no `_created` series,
+as in the /metrics sample of vLLM's 0.9.1 docs). The scrape target adds what a PodMonitor with relabelling adds: namespace, pod and node.
 
 Ten times a second the simulation reads how many replicas per GPU the node's config gives
 (`replicas_of()`, in the tests the fleet's fake cluster: the node's label and the device

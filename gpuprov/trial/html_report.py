@@ -15,6 +15,8 @@ from gpuprov.trial.run import workload_name
 from gpuprov.trial.steps import advertised_replicas
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 220, 56, 16, 14, 36
+# p99, p95 and memory lines; red is the limits' colour only.
+P99, P95, MEMORY = COLOURS[0], COLOURS[4], COLOURS[2]
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1300px}
@@ -116,14 +118,14 @@ def latency_chart(result, key, metric):
              % (WIDTH, HEIGHT, html.escape("%s %s" % (workload_name(key), metric)))]
     parts += _axis(labels, top, slo_mod.duration_text(top))
     for number, quantile in enumerate(quantiles):
-        parts.append(_series(values[quantile], len(records), top, COLOURS[number],
+        parts.append(_series(values[quantile], len(records), top, (P99, P95)[number],
                              "%s %s" % (slo_mod.quantile_key(quantile), workload_name(key)), dash=number))
     for slo in limits:
         parts.append(_limit(slo.limit, top, "SLO %s" % slo.text))
     parts.append("</svg>")
     title = "%s: %s" % (workload_name(key), slo_mod.short_name(metric))
     legend = '<div class="legend"><span style="color:%s">&#9632; p99</span><span style="color:%s">&#9632; p95 ' \
-             '(dashed)</span><span style="color:#d62728">- - SLO</span></div>' % (COLOURS[0], COLOURS[1])
+             '(dashed)</span><span style="color:#d62728">- - SLO</span></div>' % (P99, P95)
     return "<div><h3>%s</h3>%s%s</div>" % (html.escape(title), legend, "".join(parts))
 
 
@@ -137,7 +139,7 @@ def memory_chart(result):
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="memory headroom">'
              % (WIDTH, HEIGHT)]
     parts += _axis(_x_labels(result), 100.0, "100%")
-    parts.append(_series(points, len(records), 100.0, COLOURS[2], "least free GPU memory"))
+    parts.append(_series(points, len(records), 100.0, MEMORY, "least free GPU memory"))
     parts.append(_limit(100.0 * result.margin, 100.0, "margin %.0f%%" % (100 * result.margin)))
     parts.append("</svg>")
     return "<div><h3>GPU memory free (least of the node's GPUs), %</h3>" + "".join(parts) + "</div>"

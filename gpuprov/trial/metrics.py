@@ -3,10 +3,12 @@
 Latency: ``histogram_quantile`` over the window of each histogram, per workload, where a
 workload is a (namespace, model_name) pair: vLLM labels every series with ``model_name`` (the
 served model name) and ``engine`` (vllm-project/vllm vllm/v1/metrics/loggers.py,
-PrometheusStatLogger, commit 005a810bc40f), and the scrape adds the pod's namespace. Only the
-series of the canary node count: the scrape must carry the pod's node name as a ``node``
-label (relabel ``__meta_kubernetes_pod_node_name``), as `gpuprov diagnose` expects of
-dcgm-exporter's targets.
+PrometheusStatLogger, commit 005a810bc40f, whose release is UNVERIFIED; the 0.9.1 docs'
+sample shows model_name alone), and the scrape adds the pod's namespace. Only the series of
+the canary node count: the scrape must carry the pod's node name as a ``node`` label
+(relabel ``__meta_kubernetes_pod_node_name``; GKE's managed collection adds it, as
+GoogleCloudPlatform/ai-on-gke PR #937 shows on vLLM series), as `gpuprov diagnose` expects
+of dcgm-exporter's targets.
 
 Memory and SM activity: dcgm-exporter's series of the node's GPUs (``node`` target label, else
 the exporter's ``Hostname``/``hostname``), read with the names both exporter generations use

@@ -10,8 +10,8 @@ import math
 import re
 
 # vLLM's request latency histograms (vllm-project/vllm vllm/v1/metrics/loggers.py,
-# PrometheusStatLogger, read at commit 005a810bc40f; the same names in the 0.9.1 docs' metrics
-# list): end-to-end request latency and time to first token, both in seconds.
+# PrometheusStatLogger, read at commit 005a810bc40f, release UNVERIFIED; the same names in the
+# 0.9.1 docs' metrics list): end-to-end request latency and time to first token, in seconds.
 E2E = "vllm:e2e_request_latency_seconds"
 TTFT = "vllm:time_to_first_token_seconds"
 DEFAULT_METRICS = (E2E, TTFT)
