@@ -473,3 +473,27 @@ def test_sigterm_is_an_interrupt_too_and_one_in_the_dry_run_changes_nothing(tria
     assert caught.value.interrupted and converger.runs == ["dry run"]
     assert caught.value.problems == ["canary: interrupted before any change; nothing was changed"]
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back once the trial ended
+
+
+def test_the_fake_device_plugin_advertises_its_devices_through_the_node_config():
+    """The stub cluster's plugin with physical_devices, as NVIDIA's replicates them
+    (k8s-device-plugin v0.19.3 internal/rm/device_map.go): the trial's steps change it."""
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fleet"))
+    import fleet as fleetlib
+
+    fake = fleetlib._load_fake_cluster()
+
+    def state(config):
+        return {"nodes": {"n": {"labels": {fake.CONFIG_LABEL: "c"}, "physical_devices": {"nvidia.com/gpu": 2}}},
+                "releases": {"ns/nvdp": {"chart": "nvidia-device-plugin", "values": {"config": {"map": {"c": config}}}}}}
+
+    exclusive = "version: v1\nflags: {migStrategy: none}\n"
+    ts4 = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 4}\n"
+    renamed = ts4.replace("timeSlicing:\n", "timeSlicing:\n    renameByDefault: true\n")
+    assert fake.advertised(state(exclusive), "n") == {"nvidia.com/gpu": 2}
+    assert fake.advertised(state(ts4), "n") == {"nvidia.com/gpu": 8}
+    assert fake.advertised(state(renamed), "n") == {"nvidia.com/gpu.shared": 8}
+    with pytest.raises(ValueError, match="subset of devices is not implemented"):
+        fake.advertised(state(ts4.replace("replicas: 4}", "replicas: 4, devices: [0]}")), "n")
