@@ -136,8 +136,8 @@ class Trial:
         missing = self.missing_gpus(record)
         if judge and missing:
             raise StepFailed("%s: Prometheus holds no dcgm-exporter series for GPU %s of %s in the window: the "
-                             "memory check cannot judge the step" % (record.label, ",".join(map(str, missing)),
-                                                                    self.plan.node))
+                             "memory check cannot judge the step"
+                             % (record.label, ",".join(map(str, missing)), self.plan.node))
         short = [g for g in record.gpus if g["free_ratio"] is not None and g["free_ratio"] < self.margin]
         if judge and short:
             record.verdict = "memory"
