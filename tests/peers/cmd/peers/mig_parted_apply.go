@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -16,6 +17,7 @@ import (
 	"github.com/NVIDIA/mig-parted/pkg/mig/config"
 	"github.com/NVIDIA/mig-parted/pkg/mig/mode"
 	"github.com/NVIDIA/mig-parted/pkg/types"
+	"github.com/sirupsen/logrus"
 
 	"gpuprov.test/peers/internal/migmock"
 )
@@ -309,20 +311,68 @@ func (r *migPartedRun) layout(i int) (appliedGPU, error) {
 	return gpu, nil
 }
 
+// applyOnFreshMock applies config name of spec (after from, when given) on a new mock.
+func applyOnFreshMock(spec *v1.Spec, mockName string, opts migmock.Options, from, name string) (*migPartedApplyResult, error) {
+	mock, err := migmock.New(mockName, opts)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	mock.NameProfilesWith()
+	run, err := newMigPartedRun(mock)
+	if err != nil {
+		return nil, err
+	}
+	if from != "" {
+		_, entries, err := selectMigConfig(spec, from)
+		if err != nil {
+			return nil, err
+		}
+		if err := run.apply(entries); err != nil {
+			return nil, fmt.Errorf("applying the starting config %s: %v", from, err)
+		}
+		mock.ResetCounts()
+	}
+	selected, entries, err := selectMigConfig(spec, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := run.apply(entries); err != nil {
+		return nil, err
+	}
+	rule := "first-free"
+	if opts.MockPlacement {
+		rule = "mock"
+	}
+	result := &migPartedApplyResult{Mock: mockName, Config: selected, From: from, PlacementRule: rule}
+	for i := range mock.Server.Devices {
+		gpu, err := run.layout(i)
+		if err != nil {
+			return nil, err
+		}
+		result.GPUs = append(result.GPUs, gpu)
+	}
+	return result, nil
+}
+
 func init() {
-	register("mig-parted-apply", "FILE NAME --mock MOCK [--from NAME] [--pci-id 0xDDDDVVVV] [--placement first-free|mock]",
+	register("mig-parted-apply", "FILE (NAME | --each) --mock MOCK [--from NAME] [--pci-id 0xDDDDVVVV] [--placement first-free|mock]",
 		func(args []string) (any, error) {
 			flags := flag.NewFlagSet("mig-parted-apply", flag.ContinueOnError)
 			flags.SetOutput(io.Discard)
 			mockName := flags.String("mock", "", "the NVML mock")
+			each := flags.Bool("each", false, "apply every config of FILE, each on a fresh mock")
 			from := flags.String("from", "", "a config of FILE applied first (its changes are not counted)")
 			pciID := flags.String("pci-id", "", "the PCI id the mock's GPUs report instead of the mock's own")
 			rule := flags.String("placement", "first-free", "first-free: the driver stand-in of internal/migmock; mock: the mock as it is")
-			if len(args) < 2 {
-				return nil, usagef("FILE and NAME are required")
+			if len(args) < 1 {
+				return nil, usagef("FILE is required")
 			}
-			if err := flags.Parse(args[2:]); err != nil || flags.NArg() != 0 {
-				return nil, usagef("bad arguments %v", args[2:])
+			rest, name := args[1:], ""
+			if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+				name, rest = rest[0], rest[1:]
+			}
+			if err := flags.Parse(rest); err != nil || flags.NArg() != 0 || (name == "") == !*each {
+				return nil, usagef("give one config NAME or --each; bad arguments %v", args[1:])
 			}
 			if *rule != "first-free" && *rule != "mock" {
 				return nil, usagef("--placement must be first-free or mock")
@@ -335,44 +385,27 @@ func init() {
 				}
 				opts.PciDeviceID = id
 			}
-			mock, err := migmock.New(*mockName, opts)
-			if err != nil {
-				return nil, usagef("%v", err)
-			}
-			mock.NameProfilesWith()
+			// mig-parted logs every failed creation order; the counts report them.
+			logrus.SetOutput(io.Discard)
 			spec, err := parseMigPartedFile(args[0])
 			if err != nil {
 				return nil, err
 			}
-			run, err := newMigPartedRun(mock)
-			if err != nil {
-				return nil, err
+			if !*each {
+				return applyOnFreshMock(spec, *mockName, opts, *from, name)
 			}
-			if *from != "" {
-				_, entries, err := selectMigConfig(spec, *from)
-				if err != nil {
+			results := map[string]any{}
+			for config := range spec.MigConfigs {
+				result, err := applyOnFreshMock(spec, *mockName, opts, *from, config)
+				if _, usage := err.(usageError); usage {
 					return nil, err
 				}
-				if err := run.apply(entries); err != nil {
-					return nil, fmt.Errorf("applying the starting config %s: %v", *from, err)
-				}
-				mock.ResetCounts()
-			}
-			name, entries, err := selectMigConfig(spec, args[1])
-			if err != nil {
-				return nil, err
-			}
-			if err := run.apply(entries); err != nil {
-				return nil, err
-			}
-			result := migPartedApplyResult{Mock: *mockName, Config: name, From: *from, PlacementRule: *rule}
-			for i := range mock.Server.Devices {
-				gpu, err := run.layout(i)
 				if err != nil {
-					return nil, err
+					results[config] = map[string]string{"error": err.Error()}
+				} else {
+					results[config] = result
 				}
-				result.GPUs = append(result.GPUs, gpu)
 			}
-			return result, nil
+			return map[string]any{"mock": *mockName, "results": results}, nil
 		})
 }
