@@ -57,9 +57,10 @@ def export_fleets(tmp_path_factory):
             plan_inventory([str(folder / "inventory.yml")]).result]
 
 
-def pci_ids(plan):
-    """One PCI id per GPU of a node plan, as mig-parted reads them (the model's first)."""
-    return ",".join(catalog.get(g["model"]).mig_parted_filters[0] for g in plan["gpus"])
+def pci_ids(plan, which):
+    """One PCI id per GPU of a node plan, as mig-parted reads them: each model's first or last
+    (A100-80GB is 0x20B2 as SXM4, 0x20B5 as PCIe)."""
+    return ",".join(catalog.get(g["model"]).mig_parted_filters[which] for g in plan["gpus"])
 
 
 def test_every_exported_file_parses_and_selects_what_gpuprov_meant(export_fleets, tmp_path):
@@ -78,9 +79,9 @@ def test_every_exported_file_parses_and_selects_what_gpuprov_meant(export_fleets
                     for e in entries] == \
                 [(e["device-filter"][0] if len(e["device-filter"]) == 1 else e["device-filter"], e["devices"],
                   e["mig-enabled"], e["mig-devices"]) for e in ours[name]], name
-        for host, name in sorted(assignment.items()):
+        for (host, name), which in ((item, which) for item in sorted(assignment.items()) for which in (0, -1)):
             plan = fleet["nodes"][host]
-            selection = run_peer("mig-parted-config", path, "--select", name, "--gpus", pci_ids(plan))
+            selection = run_peer("mig-parted-config", path, "--select", name, "--gpus", pci_ids(plan, which))
             assert selection.error is None, selection.error
             entries = parsed.data["configs"][name]
             for gpu, chosen in zip(plan["gpus"], selection.data["gpus"]):
@@ -217,3 +218,24 @@ def test_go_nvlib_names_every_catalog_profile_from_the_catalogs_memory():
     assert result.error is None, result.error
     wrong = [(key, name, got) for (key, name), got in zip(names, result.data) if got != name]
     assert wrong == []
+
+
+def test_a_gpu_two_entries_select(tmp_path):
+    """mig-parted applies every entry that selects a GPU, in order, so the last one stays;
+    gpuprov refuses the file instead (README: where gpuprov and mig-parted part)."""
+    document = {"version": "v1", "mig-configs": {"overlap": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}]}}
+    path = tmp_path / "overlap.yaml"
+    path.write_text(yaml.safe_dump(document))
+    model = catalog.get("A100-SXM4-40GB")
+    selection = run_peer("mig-parted-config", path, "--select", "overlap", "--gpus",
+                         ",".join([model.mig_parted_filters[0]] * 2))
+    assert [g["entries"] for g in selection.data["gpus"]] == [[0, 1], [0]]
+    applied = run_peer("mig-parted-apply", path, "overlap", "--mock", "dgxa100")
+    assert applied.error is None, applied.error
+    assert applied.data["gpus"][0]["mig_config"] == {"3g.20gb": 2}
+    assert applied.data["gpus"][1]["mig_config"] == {"1g.5gb": 7}
+    entries = migparted.parse(document)["overlap"]
+    _requests, problems = migparted.resolve(entries, [model, model], "overlap")
+    assert problems == [("overlap[1].devices", "GPU 0 is already selected by entry 0; each GPU may match one entry")]
