@@ -132,8 +132,16 @@ func declaredFlags(path string) ([]peerFlag, error) {
 		}
 		f := peerFlag{Kind: flagKind(sel.Sel.Name)}
 		for _, elt := range lit.Elts {
-			kv := elt.(*ast.KeyValueExpr)
-			key := kv.Key.(*ast.Ident).Name
+			kv, ok := elt.(*ast.KeyValueExpr)
+			ident, named := (*ast.Ident)(nil), false
+			if ok {
+				ident, named = kv.Key.(*ast.Ident)
+			}
+			if !named {
+				problems = append(problems, fmt.Sprintf("%s: a flag literal without field names", fset.Position(elt.Pos())))
+				continue
+			}
+			key := ident.Name
 			var err error
 			switch key {
 			case "Name":
@@ -240,10 +248,12 @@ func defaultValue(expr ast.Expr) (any, error) {
 		}
 		if ok && isIdent(fun.X, "spec") && fun.Sel.Name == "NewDurationValue" && len(e.Args) == 1 {
 			if bin, ok := e.Args[0].(*ast.BinaryExpr); ok && bin.Op == token.MUL {
-				count, err1 := strconv.Atoi(bin.X.(*ast.BasicLit).Value)
-				unit, ok := bin.Y.(*ast.SelectorExpr)
-				if err1 == nil && ok && isIdent(unit.X, "time") && unit.Sel.Name == "Second" {
-					return time.Duration(count) * time.Second, nil
+				number, isLit := bin.X.(*ast.BasicLit)
+				unit, isSel := bin.Y.(*ast.SelectorExpr)
+				if isLit && isSel && isIdent(unit.X, "time") && unit.Sel.Name == "Second" {
+					if count, err := strconv.Atoi(number.Value); err == nil {
+						return time.Duration(count) * time.Second, nil
+					}
 				}
 			}
 		}
