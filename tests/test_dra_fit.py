@@ -219,3 +219,17 @@ def test_every_claim_finds_devices_in_the_exported_slices(gpuprov, tmp_path, sha
     extra = ("one-too-many", dict(claims[0][1]))
     with pytest.raises(AssertionError, match="finds no node"):
         _allocate(claims + [extra] * 4, slices)
+
+
+def test_autoscaled_workloads_get_the_hpa_within_the_packing(gpuprov):
+    docs = documents(run_fit(gpuprov, os.path.join(REPO, "examples", "fit", "autoscale.yaml"), "-o", "dra"))
+    for doc in docs:
+        validate(doc)
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Deployment", "ResourceClaimTemplate", "Deployment",
+                                         "HorizontalPodAutoscaler"]
+    chat = by_kind(docs, "Deployment")["chat"]
+    assert "replicas" not in chat["spec"]    # left to the HPA
+    (hpa,) = by_kind(docs, "HorizontalPodAutoscaler").values()
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 4)
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"}
+    assert by_kind(docs, "Deployment")["batch"]["spec"]["replicas"] == 1

@@ -161,8 +161,9 @@ def documents(result, namespace=None):
         else:
             groups.append([key, [copy]])
 
-    out, numbers, used, claimed = [], {}, set(), set()
+    entries, numbers, used, claimed = [], {}, set(), set()   # [(claim objects before it, comments, Deployment, workload)]
     for _key, group in groups:
+        before = []
         first = group[0]
         workload = first.workload
         numbers[workload.name] = numbers.get(workload.name, 0) + 1
@@ -182,7 +183,7 @@ def documents(result, namespace=None):
             claim_name = _shared_claim_name(first.shared)
             if claim_name not in claimed:
                 claimed.add(claim_name)
-                out.append(_shared_claim(first.shared, first, namespace))
+                before.append(_shared_claim(first.shared, first, namespace))
             pod_claim = {"name": CLAIM_NAME, "resourceClaimName": claim_name}
             asks = "the shared claim %s" % claim_name
         else:
@@ -195,7 +196,7 @@ def documents(result, namespace=None):
             what = ("one %s MIG device" % first.profile if first.profile else
                     "%d whole GPU%s with %s GiB or more" % (first.count, "" if first.count == 1 else "s",
                                                          "%.2f" % (first.need_mib / MIB_PER_GIB)))
-            out.append((["%s: each pod claims %s (%s, class %s)" % (workload.name, what, first.model.key,
+            before.append((["%s: each pod claims %s (%s, class %s)" % (workload.name, what, first.model.key,
                                                                    device_class)], template))
             pod_claim = {"name": CLAIM_NAME, "resourceClaimTemplateName": name}
             asks = "a claim of its own from template %s" % name
@@ -225,7 +226,14 @@ def documents(result, namespace=None):
             "; Guaranteed, whole CPUs (static CPU manager)" if static_cpu else "")]
         if workload.image is None:
             comments.append("replace the placeholder image with the workload's own")
-        out.append((comments, deployment))
+        entries.append((before, comments, deployment, workload))
+    # Autoscaled workloads get the HPA of `-o pods`, capped at the copies fit packed: a pod beyond
+    # them would claim a device (or a share of a GPU) the packing never reserved.
+    claims_before = dict((id(deployment), before) for before, _c, deployment, _w in entries)
+    out = []
+    for comments, document in pods.with_autoscalers([(c, d, w) for _b, c, d, w in entries]):
+        out.extend(claims_before.get(id(document), []))
+        out.append((comments, document))
     return out
 
 
