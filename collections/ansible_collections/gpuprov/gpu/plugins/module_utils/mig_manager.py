@@ -206,7 +206,7 @@ def reset_group(nvml, indices, fabric_manager):
     asked = []
     while todo:
         index = todo.pop(0)
-        major = int(str(nvml.gpu_info(index)["compute_capability"]).split(".")[0])
+        major = int(str(nvml.gpu_info(index)["compute_capability"]).split(".", maxsplit=1)[0])
         if major >= 9:
             continue
         link = nvml.nvlink(index)

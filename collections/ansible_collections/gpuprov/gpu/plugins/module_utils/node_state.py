@@ -104,12 +104,13 @@ def mps_differences(result):
     found = []
     for gpu in result["gpus"]:
         if gpu.get("compute_mode_before") != gpu.get("compute_mode_after"):
-            found.append("compute mode of %s %s (plan %s)" % (gpu["uuid"], gpu.get("compute_mode_before"),
-                                                               gpu.get("compute_mode_after")))
+            found.append("compute mode of %s %s (plan %s)"
+                         % (gpu["uuid"], gpu.get("compute_mode_before"), gpu.get("compute_mode_after")))
     before, after = result["limits"]["before"], result["limits"]["after"]
     if before["active_thread_percentage"] != after["active_thread_percentage"]:
-        found.append("active thread percentage %s (plan %s)" % (_percentage_text(before["active_thread_percentage"]),
-                                                                 _percentage_text(after["active_thread_percentage"])))
+        found.append("active thread percentage %s (plan %s)"
+                     % (_percentage_text(before["active_thread_percentage"]),
+                        _percentage_text(after["active_thread_percentage"])))
     for uuid in [gpu["uuid"] for gpu in result["gpus"]]:
         wanted = after["pinned_memory_limit_mib"].get(uuid)
         have = before["pinned_memory_limit_mib"].get(uuid)
