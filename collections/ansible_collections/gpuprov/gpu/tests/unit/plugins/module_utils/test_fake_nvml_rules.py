@@ -162,7 +162,7 @@ def test_nvswitch_system_reports_switch_links(fake_node):
         remotes.add(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
     assert len(remotes) == 6 and not remotes & gpu_buses  # A100 baseboard: six NVSwitches
     # Without NVLink at all the first link is not supported either.
-    nvml2, _ = _start(fake_node, [("A30", 1)])
+    nvml2, _state = _start(fake_node, [("A30", 1)])
     with pytest.raises(nvml2.NVMLError_NotSupported):
         nvml2.nvmlDeviceGetNvLinkState(nvml2.nvmlDeviceGetHandleByIndex(0), 0)
 
@@ -178,7 +178,7 @@ def test_fabric_info_on_hopper_follows_fabric_manager(fake_node):
     nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
     assert info.state == nvml.NVML_GPU_FABRIC_STATE_COMPLETED and info.status == nvml.NVML_SUCCESS
     # nvml.h: "For Hopper or newer fully supported devices."
-    nvml2, _ = _start(fake_node, [("A100-80GB", 2)], nvlink="nvswitch")
+    nvml2, _state = _start(fake_node, [("A100-80GB", 2)], nvlink="nvswitch")
     with pytest.raises(nvml2.NVMLError_NotSupported):
         nvml2.nvmlDeviceGetGpuFabricInfoV(nvml2.nvmlDeviceGetHandleByIndex(0), ctypes.byref(info))
 
