@@ -7,7 +7,7 @@ import tempfile
 import click
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 from gpuprov import diagnose as diag
 from gpuprov import options
 from gpuprov.diagnose import html_report, prometheus

@@ -97,7 +97,7 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
     variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog.
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
     from gpuprov.planning import ExtraVarsError, PlanningFailed, parse_extra_vars, plan_inventory
 
     try:

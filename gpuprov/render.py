@@ -8,7 +8,7 @@ import yaml
 def table(headers, rows):
     """A plain aligned table; every cell is str()-ed and its control characters escaped, so
     a host name or value with a newline or an escape sequence cannot forge a line."""
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 
     rows = [[escape(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]

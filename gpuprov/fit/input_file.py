@@ -2,7 +2,8 @@
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, escape, short
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, short
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
 from gpuprov.fit.units import parse_compute

@@ -16,7 +16,7 @@ and memory without pinning (a Burstable pod gets shared CPUs whatever it asks).
 import math
 import re
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 from gpuprov.fit.report import item_resources
 from gpuprov.fit.units import MIB_PER_GIB
 

@@ -41,7 +41,7 @@ def load_targets(sources, limit=None, known_hosts=None, vault=None):
     plugins, lookups limited to file/env/vars, vault options): a template in a connection
     variable cannot run a command on the controller.
     """
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import load_inventory
 
     hosts, _ = load_inventory(list(sources), limit, vault=vault, names=CONNECTION_VARS, every_host=True)

@@ -35,6 +35,7 @@ import re
 from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, mps_pinned_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, sharing as sharing_mod, sharing_base, user_catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 
 # Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
 # keys it owns (time_slicing_replicas, device_plugin, hami).
@@ -179,17 +180,6 @@ def _freeze(value):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-_CONTROL_RE = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def escape(text):
-    """``text`` with control characters (newline, ESC, ...) written as escapes, so a host name
-    or value printed in an error or a table can never start a line or drive the terminal."""
-    text = text if isinstance(text, str) else str(text)
-    return _CONTROL_RE.sub(lambda m: "\\x%02x" % ord(m.group(0)) if ord(m.group(0)) < 0x100
-                           else "\\u%04x" % ord(m.group(0)), text)
 
 
 def short(value, limit=60):
