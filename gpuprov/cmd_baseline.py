@@ -14,6 +14,7 @@ import tempfile
 
 import click
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import is_digits
 from gpuprov import diagnose as diag
 from gpuprov import options, render
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
@@ -184,7 +185,7 @@ def parse_interval(text):
     units = {"s": 1, "m": 60}
     factor = units.get(value[-1:], None)
     number = value[:-1] if factor else value
-    if not number.isdigit() or not 1 <= int(number) * (factor or 1) <= 3600:
+    if not is_digits(number) or len(number) > 4 or not 1 <= int(number) * (factor or 1) <= 3600:
         raise ValueError("%r: use whole seconds or minutes from 1s to 60m (for example 5s, 1m)" % text)
     return int(number) * (factor or 1)
 
@@ -280,7 +281,7 @@ def stop(inventory, limit, vault, extra_vars, output):
 def join_rotated(raw_dir):
     """The text of samples.csv.N ... samples.csv.1, samples.csv (oldest first) and their names."""
     names = [name for name in os.listdir(raw_dir) if name == "samples.csv" or
-             (name.startswith("samples.csv.") and name[len("samples.csv."):].isdigit())]
+             (name.startswith("samples.csv.") and is_digits(name[len("samples.csv."):]))]
     names.sort(key=lambda name: -int(name.rsplit(".", 1)[1]) if name != "samples.csv" else 0)
     parts = []
     for name in names:

@@ -10,6 +10,7 @@ from gpuprov import options, render
 from gpuprov.cmd_diagnose import ClusterError, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 from gpuprov.diagnose.snapshot_loader import _read_json as read_json
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import parse_decimal
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 
 
@@ -82,8 +83,11 @@ def pool(snapshot_dir, kubeconfig, context, fits_memory, isolation, output):
     if fits_memory is not None:
         try:
             # The unit rules of `gpuprov fit` workloads: a bare number is GiB, 20GB is 10^9 bytes.
-            need = workload_memory_mib(float(fits_memory) if fits_memory.replace(".", "", 1).isdigit()
-                                       else fits_memory)
+            try:
+                size = parse_decimal(fits_memory.strip(" "))
+            except ValueError:
+                size = fits_memory
+            need = workload_memory_mib(size)
         except ValueError as error:
             problems.append("--fits: %s" % error)
     if isolation and fits_memory is None:

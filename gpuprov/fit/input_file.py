@@ -1,5 +1,6 @@
 """Reading and validating the fit input file into the model."""
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import finite_number
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, short
@@ -16,6 +17,8 @@ MAX_REPLICAS = 1000
 MAX_COPIES = 5000
 MAX_POOL_GPUS = 100000
 MAX_NAME_LENGTH = 128
+MIN_CPU = 0.001
+MAX_CPU = 1024
 
 
 def _is_int(value):
@@ -208,9 +211,13 @@ def _parse_workloads(raw, problems):
             problems.append("%s: image: must be a container image reference, got %s" % (where, short(image)))
             ok = False
         cpu = entry.get("cpu")
-        if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1024):
-            problems.append("%s: cpu: must be a number of CPU cores above 0, got %s" % (where, short(cpu)))
-            ok = False
+        if cpu is not None:
+            try:
+                # 1m is the smallest CPU amount Kubernetes has (resource.Quantity, 3 decimals).
+                finite_number(cpu, MIN_CPU, MAX_CPU, "a number of CPU cores")
+            except ValueError as exc:
+                problems.append("%s: cpu: %s" % (where, exc))
+                ok = False
         host_memory = entry.get("host_memory")
         if host_memory is not None:
             try:

@@ -18,7 +18,7 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import Inven
 
 from gpuprov.top.node_script import SCRIPT, BadLine, parse_line
 
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@-]+$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@-]+\Z")
 _KNOWN_HOSTS_ARG = re.compile(r"UserKnownHostsFile=(\S+)")
 
 

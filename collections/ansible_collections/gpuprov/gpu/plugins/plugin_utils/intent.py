@@ -84,7 +84,7 @@ MAX_MIG_INSTANCES = 7
 MAX_NAME_LENGTH = 128
 # Kubernetes node names are DNS subdomains (RFC 1123): lower-case alphanumerics, '-' and
 # '.', at most 253 characters (k8s.io/apimachinery validation.IsDNS1123Subdomain).
-NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 NODE_NAME_MAX = 253
 # CPU quantities: no node has more cores than Linux has CPU ids (cpuset.MAX_CPU_ID + 1).
 MAX_CPU_QUANTITY = cpuset.MAX_CPU_ID + 1
@@ -567,7 +567,7 @@ def _option_value_ok(kind, value):
         return isinstance(value, bool) or str(value).lower() in ("true", "false")
     if kind == "int>8":
         # kubelet reads this option as an integer; more NUMA nodes than 1024 is no machine.
-        if isinstance(value, str) and re.match(r"^\d{1,5}$", value.strip()):
+        if isinstance(value, str) and re.match(r"^\d{1,5}\Z", value.strip(), re.ASCII):
             value = int(value)
         return _is_int(value) and 8 < value <= 1024
     return isinstance(value, str) and len(value) <= MAX_NAME_LENGTH
