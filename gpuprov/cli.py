@@ -25,6 +25,12 @@ COMMANDS = {
 }
 
 
+# Commands that run no playbook: they take no code from the working folder's ansible.cfg
+# unless told to (gpuprov/ansible_config.py). apply, status and baseline run ansible-playbook
+# in this folder, which reads that file as it is.
+OFFLINE_COMMANDS = frozenset(("catalog", "diagnose", "export", "fit", "plan", "pool", "top"))
+
+
 def use_collection():
     """Let `ansible_collections.gpuprov.gpu` imports resolve as Ansible resolves them.
 
@@ -39,9 +45,40 @@ def use_collection():
         init_plugin_loader()
 
 
+def refuse_untrusted_config(name, args):
+    """Exit 2 when the working folder's ansible.cfg would bring code into offline command
+    ``name``. Checked before the command's module, and so the collection, is imported: the
+    file decides where that import comes from. The opt-in flag is therefore looked for in the
+    command's arguments before click parses them (it is also a declared option of the command)."""
+    from gpuprov import ansible_config, options
+    from gpuprov.errors import fail_bad_input
+
+    if name not in OFFLINE_COMMANDS:
+        return
+    words = list(args)
+    if "--" in words:
+        words = words[:words.index("--")]
+    if options.TRUST_ANSIBLE_CFG in words:
+        return
+    problems = ansible_config.code_settings()
+    if problems:
+        ansible_config.set_aside()
+        use_collection()
+        fail_bad_input(problems + [
+            "gpuprov %s runs no code from the working folder's ansible.cfg, which may come with a repository you do "
+            "not trust; nothing was read or run. Pass %s if the repository is yours, or run from another folder."
+            % (name, options.TRUST_ANSIBLE_CFG)],
+            header="gpuprov: ansible.cfg here brings code:")
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
+
+    def resolve_command(self, ctx, args):
+        if args:
+            refuse_untrusted_config(args[0], args[1:])
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx, cmd_name):
         target = COMMANDS.get(cmd_name)

@@ -19,6 +19,7 @@ APPLY_VARS = {"gpuprov_waves": "use --waves", "gpuprov_wave_max_nodes": "use --w
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @click.option("--check", is_flag=True, help="Dry run: report per node what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show what changes (MIG instances kept/destroyed/created, kubelet keys, MPS limits).")
@@ -39,7 +40,8 @@ APPLY_VARS = {"gpuprov_waves": "use --waves", "gpuprov_wave_max_nodes": "use --w
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the plan before running.")
 @options.output_option(["table", "json"], help_text="table: the plan, progress and a summary for people; json: the "
                        "plan and the per-node result as one JSON document on stdout (progress goes to stderr).")
-def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage, kubeconfig,
+def apply(inventory, limit, vault, reading, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage,
+          kubeconfig,
           kube_context, playbook, forks, extra_vars, quiet, output):
     """Converge the nodes of the inventory to their plans.
 
@@ -59,7 +61,7 @@ def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_no
     except ValueError as exc:
         fail_bad_input(["--waves: %s" % exc])
     # -e values are part of the plan that is printed and validated: what runs is what was shown.
-    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file, reading=reading)
     from gpuprov.planning import parse_extra_vars
 
     owned = sorted(set(parse_extra_vars(extra_vars)) & set(APPLY_VARS))

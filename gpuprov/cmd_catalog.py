@@ -45,6 +45,7 @@ def _model_table(data):
 @click.argument("model", required=False)
 @options.output_option(["table", "json", "yaml"])
 @options.catalog_option
+@options.trust_ansible_cfg_option
 def catalog(model, output, catalog_file):
     """List GPU models, or show one MODEL's MIG profiles and placements.
 

@@ -270,6 +270,7 @@ def render_table(report):
 
 
 @click.command("diagnose")
+@options.trust_ansible_cfg_option
 @click.option("--snapshot", "snapshot_dir", metavar="DIR",
               help="Folder with nodes.json, pods.json, events.json (kubectl get ... -o json) and optional "
                    "facts/<node>.json and utilization/<node>.csv.")

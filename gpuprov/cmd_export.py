@@ -187,6 +187,7 @@ def write_atomically(directory, export_file):
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @click.argument("kind", type=click.Choice(KINDS))
 @click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
@@ -200,7 +201,7 @@ def write_atomically(directory, export_file):
                    "mig-parted: gpu-operator; hami: kube-system].")
 @click.option("--default-config", default="exclusive", show_default=True, metavar="NAME",
               help="The device-plugin config of nodes without a label (config.default).")
-def export(inventory, limit, vault, catalog_file, kind, output_dir, output, namespace, default_config):
+def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, output, namespace, default_config):
     """Export the fleet plan for the cluster and for NVIDIA's tools.
 
     \b
@@ -220,12 +221,13 @@ def export(inventory, limit, vault, catalog_file, kind, output_dir, output, name
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
-    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
     configs = dict(fleet.result["device_plugin_configs"])
     if limit and kind != "mig-parted":
         # The ConfigMap is cluster-wide: an export for some hosts keeps the configs of every
         # inventory node (labels are written for the selected hosts only).
-        configs = dict(load_plans(inventory, None, vault, catalog_file=catalog_file).result["device_plugin_configs"],
+        configs = dict(load_plans(inventory, None, vault, catalog_file=catalog_file,
+                                  reading=reading).result["device_plugin_configs"],
                        **configs)
     try:
         if kind == "device-plugin":

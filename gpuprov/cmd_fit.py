@@ -60,6 +60,7 @@ def write_atomically(path, text):
                                  "and node fit chose.")
 @click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods).")
 @options.catalog_option
+@options.trust_ansible_cfg_option
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
 @click.option("--method", type=click.Choice(fit_mod.METHODS), default="auto", show_default=True,

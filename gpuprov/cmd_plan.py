@@ -90,11 +90,12 @@ def plan_table(result):
     return "\n".join(lines)
 
 
-def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
+def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None, reading=None):
     """Plans for the inventory, or exit 2 with every problem listed.
 
     ``vault``: options.Vault; ``extra_vars``: -e items, which override the inventory's
-    variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog.
+    variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog;
+    ``reading``: options.Reading (time budget, environment variables lookups may read).
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
@@ -103,7 +104,8 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
     try:
         variables = parse_extra_vars(extra_vars)
         return plan_inventory(list(inventory), limit, vault=vault.reader_options() if vault else None,
-                              extra_vars=variables, catalog_file=catalog_file)
+                              extra_vars=variables, catalog_file=catalog_file,
+                              reading=reading.reader_options() if reading else None)
     except ExtraVarsError as exc:
         fail_bad_input([escape(exc)])
     except InventoryError as exc:
@@ -117,8 +119,10 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
 @options.inventory_options
 @options.catalog_option
 @options.output_option(["table", "yaml", "json"],
+@options.reading_options
                        help_text="table for people; json/yaml for tools (see the JSON contract in the README).")
-def plan(inventory, limit, vault, catalog_file, output):
+@options.trust_ansible_cfg_option
+def plan(inventory, limit, vault, reading, catalog_file, output):
     """Render and validate every node's plan from the inventory, offline.
 
     Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
@@ -130,5 +134,5 @@ def plan(inventory, limit, vault, catalog_file, output):
     Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
     `HOST: FIELD: reason`.
     """
-    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
     render.emit(fleet.result, output, plan_table)

@@ -58,6 +58,7 @@ def render_table(report):
 
 
 @click.command("pool")
+@options.trust_ansible_cfg_option
 @click.option("--snapshot", "snapshot_dir", metavar="DIR",
               help="Folder with nodes.json and pods.json (kubectl get ... -o json), optional facts/<node>.json.")
 @click.option("--kubeconfig", metavar="FILE", help="Live mode: this kubeconfig (default $KUBECONFIG or ~/.kube/config).")

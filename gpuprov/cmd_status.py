@@ -59,12 +59,13 @@ def status_table(result):
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @options.output_option(["table", "json"],
                        help_text="table for people; json for tools (Ansible's progress then goes to stderr).")
 @click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes read at once (ansible-playbook --forks).")
 @options.extra_vars_option
-def status(inventory, limit, vault, catalog_file, output, forks, extra_vars):
+def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_vars):
     """Check that every node is still what its plan says, changing nothing.
 
     Plans every node as `gpuprov plan` does, then reads each one over Ansible in check mode
@@ -84,7 +85,7 @@ def status(inventory, limit, vault, catalog_file, output, forks, extra_vars):
     Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
     read; 2 bad input.
     """
-    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file, reading=reading)
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
     extra_args = vault.playbook_args()

@@ -34,7 +34,7 @@ CONNECTION_VARS = ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_
                    "ansible_ssh_extra_args")
 
 
-def load_targets(sources, limit=None, known_hosts=None, vault=None):
+def load_targets(sources, limit=None, known_hosts=None, vault=None, reading=None):
     """[Target] for the hosts of the inventory (matching limit). InventoryError on bad input.
 
     The inventory is read by the same offline reader as `gpuprov plan` (offline inventory
@@ -44,7 +44,8 @@ def load_targets(sources, limit=None, known_hosts=None, vault=None):
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import load_inventory
 
-    hosts, _ = load_inventory(list(sources), limit, vault=vault, names=CONNECTION_VARS, every_host=True)
+    hosts, _ = load_inventory(list(sources), limit, vault=vault, names=CONNECTION_VARS, every_host=True,
+                              reading=reading)
     if not hosts:
         raise InventoryError("inventory %s: no hosts%s" % (", ".join(sources), " match %r" % limit if limit else ""))
     targets, problems = [], []

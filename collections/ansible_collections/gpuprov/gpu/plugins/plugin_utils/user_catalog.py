@@ -266,16 +266,24 @@ class UserCatalog:
         return difflib.get_close_matches(text, [m.key for m in self.models], n=3, cutoff=0.5)
 
 
-def for_host(hostvars, base_dir=None, file_cache=None, extra=None):
+def for_host(hostvars, base_dir=None, file_cache=None, extra=None, roots=None):
     """(UserCatalog or None, [problem]) for a host: ``extra`` (from --catalog) plus the models of
-    the host's ``gpuprov_catalog_file`` (relative to the inventory's folder)."""
+    the host's ``gpuprov_catalog_file`` (relative to the inventory's folder).
+
+    ``roots``: the folders the file must lie in (safe_files.confined_problem), when the
+    inventory may not be trusted; None where it is (the node_plan action in a playbook run).
+    """
     path = hostvars.get(CATALOG_FILE_VAR)
     if path is None:
         return extra, []
-    if not isinstance(path, str) or not path.strip():
+    if not isinstance(path, str) or not path.strip() or "\x00" in path or len(path) > 4096:
         return extra, ["must be the path of a YAML file with `models:`"]
     if base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
+    if roots is not None:
+        problem = safe_files.confined_problem(path, roots, must_exist=False)
+        if problem is not None:
+            return extra, ["%s: %s" % (path, problem)]
     key = os.path.abspath(path)
     cache = file_cache if file_cache is not None else {}
     if ("user-catalog", key) not in cache:
