@@ -4,6 +4,7 @@ Subcommands live in their own modules and are imported only when run, so `gpupro
 does not pay for what `gpuprov diagnose` imports.
 """
 import importlib
+import io
 import sys
 
 import click
@@ -80,12 +81,35 @@ class LazyGroup(click.Group):
             refuse_untrusted_config(args[0], args[1:])
         return super().resolve_command(ctx, args)
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """click's main, with click's own messages (usage errors, which quote what was typed)
+        printed through render.echo like every other line."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        from gpuprov.render import echo
+
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            shown = io.StringIO()
+            exc.show(file=shown)
+            echo(shown.getvalue(), err=True, nl=False)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            echo("Aborted!", err=True)
+            sys.exit(1)
+        # Commands exit themselves on failure; click returns the code of --help or --version.
+        sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
     def get_command(self, ctx, cmd_name):
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
         module_name, attr = target.split(":")
         use_collection()
+        from gpuprov.render import escape_ansible_output
+
+        escape_ansible_output()
         return getattr(importlib.import_module(module_name), attr)
 
 
@@ -111,5 +135,7 @@ def main(argv=None):
     try:
         cli.main(args=argv, prog_name="gpuprov", standalone_mode=True)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        from gpuprov.render import echo
+
+        echo("interrupted", err=True)
         sys.exit(130)

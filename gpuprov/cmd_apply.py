@@ -70,9 +70,9 @@ def apply(inventory, limit, vault, reading, catalog_file, check, diff, waves, wa
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
     if not quiet and output == "table":
-        click.echo(plan_table(fleet.result))
-        click.echo("")
-        click.echo("%s %d node(s) in waves %s (at most %s at once) ..." % (
+        render.echo(plan_table(fleet.result))
+        render.echo("")
+        render.echo("%s %d node(s) in waves %s (at most %s at once) ..." % (
             "Dry run on" if check else "Converging", len(fleet.nodes), ",".join(str(b) for b in batches),
             wave_max_nodes or "all"))
 
@@ -100,22 +100,22 @@ def apply(inventory, limit, vault, reading, catalog_file, check, diff, waves, wa
     nodes = (summary or {}).get("nodes", {})
     not_run = sorted(set(fleet.nodes) - set(nodes)) if nodes else []
     if not_run and output == "table":
-        click.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
+        render.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
     counts = {}
     for node in nodes.values():
         counts[node["status"]] = counts.get(node["status"], 0) + 1
     bad = counts.get("failed", 0) + counts.get("unreachable", 0)
     if output == "json":
-        click.echo(render.to_json({"check_mode": check, "plan": fleet.result, "nodes": nodes, "not_run": not_run,
+        render.echo(render.to_json({"check_mode": check, "plan": fleet.result, "nodes": nodes, "not_run": not_run,
                                    "summary": dict(sorted(counts.items())), "ansible_rc": rc}))
         raise SystemExit(EXIT_FAILED if rc != 0 or bad or not_run else EXIT_OK)
-    click.echo("")
-    click.echo("gpuprov apply%s: %s" % (" --check" if check else "", ", ".join(
+    render.echo("")
+    render.echo("gpuprov apply%s: %s" % (" --check" if check else "", ", ".join(
         "%d %s" % (n, s if not (check and s == "changed") else "would change") for s, n in sorted(counts.items()))
         or "no node ran"))
     if rc != 0 or bad or not_run:
         if rc != 0 and not nodes:
-            click.echo("ansible-playbook exited with %d before any node ran" % rc, err=True)
+            render.echo("ansible-playbook exited with %d before any node ran" % rc, err=True)
         raise SystemExit(EXIT_FAILED)
     raise SystemExit(EXIT_OK)
 

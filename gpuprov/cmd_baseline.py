@@ -27,7 +27,7 @@ PLAYBOOK = "gpuprov.gpu.baseline"
 START_PLAYBOOK = "gpuprov.gpu.baseline_start"
 COLLECT_PLAYBOOK = "gpuprov.gpu.baseline_collect"
 STOP_PLAYBOOK = "gpuprov.gpu.baseline_stop"
-SAFE_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+SAFE_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*\Z")
 # ansible-playbook's exit codes (lib/ansible/cli/__init__.py): 2 host failed, 4 unreachable.
 _ANSIBLE_RC = {1: "error", 2: "one or more hosts failed", 3: "one or more hosts unreachable",
                4: "one or more hosts unreachable", 5: "bad options", 8: "ansible-playbook crashed",
@@ -97,9 +97,9 @@ def _check_inventory(inventory, problems):
 
 def _explain_rc(rc, summary):
     if rc != 0:
-        click.echo("gpuprov baseline: ansible-playbook exited %d (%s)" % (rc, _ANSIBLE_RC.get(rc, "failed")), err=True)
+        render.echo("gpuprov baseline: ansible-playbook exited %d (%s)" % (rc, _ANSIBLE_RC.get(rc, "failed")), err=True)
         if not (summary or {}).get("nodes"):
-            click.echo("gpuprov baseline: no node was reached; see Ansible's output above", err=True)
+            render.echo("gpuprov baseline: no node was reached; see Ansible's output above", err=True)
 
 
 # Every subcommand reads an inventory (-i, -l, vault options) and prints results (-o json).
@@ -160,18 +160,18 @@ def record(inventory, limit, vault, duration, interval, output, out_dir):
         try:
             samples = read_samples(dest)
         except diag.SnapshotError as error:
-            click.echo("gpuprov baseline: a node returned unreadable samples:", err=True)
+            render.echo("gpuprov baseline: a node returned unreadable samples:", err=True)
             for problem in error.problems:
-                click.echo(problem, err=True)
+                render.echo(problem, err=True)
             raise SystemExit(EXIT_FAILED) from None
         summary = {"schema": SCHEMA, "duration_s": duration, "interval_s": interval,
                    "out": dest if out_dir else None, "nodes": summarise_baseline(samples),
                    "failed_hosts": failed_hosts(run_summary), "ansible_rc": rc}
         _explain_rc(rc, run_summary)
         if output == "json":
-            click.echo(json.dumps(summary, indent=2))
+            render.echo(json.dumps(summary, indent=2))
         else:
-            click.echo(render_table(summary))
+            render.echo(render_table(summary))
         if rc != 0:
             raise SystemExit(EXIT_FAILED)
     finally:
@@ -205,9 +205,9 @@ def node_results(hosts, summary, rc):
 
 def _print_nodes(results, output, extra=None):
     if output == "json":
-        click.echo(json.dumps(dict(extra or {}, nodes=results), indent=2))
+        render.echo(json.dumps(dict(extra or {}, nodes=results), indent=2))
         return
-    click.echo(render.table(["NODE", "STATUS", "WHAT"], [[host, r["status"], r["message"] or "-"]
+    render.echo(render.table(["NODE", "STATUS", "WHAT"], [[host, r["status"], r["message"] or "-"]
                                                           for host, r in results.items()]))
 
 
@@ -251,7 +251,7 @@ def _run_with_extra(playbook, inventory, limit, vault, variables, extra_vars, ou
         return run_playbook(playbook, list(inventory), limit=limit, extra_vars=variables, extra_args=args,
                             stdout=sys.stderr if output == "json" else None)
     except FileNotFoundError as error:
-        click.echo("gpuprov baseline: %s" % error, err=True)
+        render.echo("gpuprov baseline: %s" % error, err=True)
         raise SystemExit(EXIT_FAILED) from None
 
 
@@ -348,7 +348,7 @@ def collect(inventory, limit, vault, out_dir, extra_vars, output):
     _explain_rc(rc, summary)
     _print_nodes(results, output, {"out": dest})
     if output != "json":
-        click.echo("Snapshot: %s (add nodes.json, pods.json, events.json from kubectl, then "
+        render.echo("Snapshot: %s (add nodes.json, pods.json, events.json from kubectl, then "
                    "`gpuprov diagnose --snapshot %s`)" % (dest, dest))
     if rc != 0 or any(r["status"] not in ("changed", "unchanged") for r in results.values()):
         raise SystemExit(EXIT_FAILED)

@@ -16,7 +16,7 @@ def _models_table(data):
 
 
 def _model_table(data):
-    lines = ["%s: %s" % (data["model"], data["description"]),
+    lines = ["%s: %s" % (render.escape(data["model"]), render.escape(data["description"])),
              "  memory %.1f GiB, compute capability %s, %s" % (data["memory_mib"] / 1024.0,
                                                                 data["compute_capability"], data["architecture"]),
              "  nvidia-smi names: %s" % ", ".join(data["nvidia_smi_names"]),

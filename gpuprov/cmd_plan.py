@@ -73,10 +73,12 @@ def plan_table(result):
             seen.setdefault(text, []).append(host)
         for text, hosts in seen.items():
             unique = sorted(set(hosts), key=hosts.index)
-            where = unique[0] if len(unique) == 1 else "%s (+%d more)" % (unique[0], len(unique) - 1)
-            lines.append("  %s: %s" % (where, text))
+            where = render.escape(unique[0]) if len(unique) == 1 else "%s (+%d more)" % (
+                render.escape(unique[0]), len(unique) - 1)
+            lines.append("  %s: %s" % (where, render.escape(text)))
     if result.get("skipped_hosts"):
-        lines.append("Skipped (no gpuprov_ variables): %s" % ", ".join(result["skipped_hosts"]))
+        lines.append("Skipped (no gpuprov_ variables): %s"
+                     % ", ".join(render.escape(host) for host in result["skipped_hosts"]))
     warnings = [(host, w) for host, plan in result["nodes"].items() for w in plan["warnings"]]
     if warnings:
         lines.append("")
@@ -85,8 +87,9 @@ def plan_table(result):
         for host, warning in warnings:
             seen.setdefault(warning, []).append(host)
         for warning, hosts in seen.items():
-            where = hosts[0] if len(hosts) == 1 else "%s (+%d more)" % (hosts[0], len(hosts) - 1)
-            lines.append("  %s: %s" % (where, warning))
+            where = render.escape(hosts[0]) if len(hosts) == 1 else "%s (+%d more)" % (
+                render.escape(hosts[0]), len(hosts) - 1)
+            lines.append("  %s: %s" % (where, render.escape(warning)))
     return "\n".join(lines)
 
 
@@ -98,7 +101,6 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None, r
     ``reading``: options.Reading (time budget, environment variables lookups may read).
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
     from gpuprov.planning import ExtraVarsError, PlanningFailed, parse_extra_vars, plan_inventory
 
     try:
@@ -107,9 +109,9 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None, r
                               extra_vars=variables, catalog_file=catalog_file,
                               reading=reading.reader_options() if reading else None)
     except ExtraVarsError as exc:
-        fail_bad_input([escape(exc)])
+        fail_bad_input([exc])
     except InventoryError as exc:
-        fail_bad_input([escape(exc)])
+        fail_bad_input([exc])
     except PlanningFailed as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was planned or changed:"
                        % len(exc.problems))
@@ -117,9 +119,9 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None, r
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @options.output_option(["table", "yaml", "json"],
-@options.reading_options
                        help_text="table for people; json/yaml for tools (see the JSON contract in the README).")
 @options.trust_ansible_cfg_option
 def plan(inventory, limit, vault, reading, catalog_file, output):

@@ -53,7 +53,7 @@ def render_table(report):
         lines.append("%d place(s) where %s GiB (isolation %s) fits now" % (len(rows), _gib(fits["memory_gib"]),
                                                                        fits["isolation"]))
     for note in report["notes"]:
-        lines.append("Note: %s" % note)
+        lines.append("Note: %s" % render.escape(note))
     return "\n".join(lines)
 
 
@@ -102,14 +102,14 @@ def pool(snapshot_dir, kubeconfig, context, fits_memory, isolation, output):
     except diag.SnapshotError as error:
         fail_bad_input(error.problems, header="gpuprov pool: cannot use this input:")
     except ClusterError as error:
-        click.echo("gpuprov pool: %s" % error, err=True)
+        render.echo("gpuprov pool: %s" % error, err=True)
         raise SystemExit(EXIT_FAILED) from None
     report = capacity.pool(snapshot)
     if need is not None:
         report = capacity.fits(report, need, isolation)
     if output == "json":
-        click.echo(json.dumps(report, indent=2))
+        render.echo(json.dumps(report, indent=2))
     else:
-        click.echo(render_table(report))
+        render.echo(render_table(report))
     if need is not None and not report["nodes"]:
         raise SystemExit(EXIT_FAILED)

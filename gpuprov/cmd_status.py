@@ -106,12 +106,12 @@ def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_
     for host, node in nodes.items():
         node["node_name"] = fleet.nodes[host].get("node_name", host)
     if rc != 0 and not (summary or {}).get("nodes"):
-        click.echo("ansible-playbook exited with %d before any node was read" % rc, err=True)
+        render.echo("ansible-playbook exited with %d before any node was read" % rc, err=True)
     result = {"nodes": nodes, "summary": summarize(nodes)}
     if output == "json":
-        click.echo(render.to_json(result))
+        render.echo(render.to_json(result))
     else:
-        click.echo("")
-        click.echo(status_table(result))
+        render.echo("")
+        render.echo(status_table(result))
     in_sync = all(node["status"] == IN_SYNC for node in nodes.values())
     raise SystemExit(EXIT_OK if in_sync and nodes else EXIT_FAILED)

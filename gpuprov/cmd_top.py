@@ -6,7 +6,7 @@ import time
 
 import click
 
-from gpuprov import options
+from gpuprov import options, render
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 
 
@@ -68,15 +68,15 @@ def top(inventory, limit, vault, reading, interval, once, frames, known_hosts, o
         while True:
             result = view.report({name: stream.snapshot() for name, stream in streams.items()})
             if output == "json":
-                click.echo(json.dumps(result, indent=2))
+                render.echo(json.dumps(result, indent=2))
             else:
                 if live:
-                    click.echo("\x1b[H\x1b[2J", nl=False)      # home + clear, as top does
-                click.echo("gpuprov top  %s  every %gs%s" % (time.strftime("%H:%M:%S"), interval,
+                    render.clear_screen()
+                render.echo("gpuprov top  %s  every %gs%s" % (time.strftime("%H:%M:%S"), interval,
                                                              "  (Ctrl-C quits)" if live else ""))
-                click.echo(view.table(result))
+                render.echo(view.table(result))
                 if not live:
-                    click.echo("")
+                    render.echo("")
             shown += 1
             if once or (frames and shown >= frames):
                 break
