@@ -102,6 +102,25 @@ def test_env_lookup_reads_only_allowed_variables(gpuprov, tmp_path, monkeypatch)
     assert SECRET not in out + err
 
 
+@pytest.mark.parametrize("template, refused", [
+    ("{{ '$CI_DEPLOY_TOKEN' | expandvars }}", "filter 'expandvars' is not allowed while planning"),
+    ("{{ '${CI_DEPLOY_TOKEN}' | ansible.builtin.expandvars }}", "filter 'ansible.builtin.expandvars' is not allowed"),
+    ("{{ '~' | expanduser }}", "filter 'expanduser' is not allowed while planning"),
+    ("{{ 'home/token' | realpath }}", "filter 'realpath' is not allowed while planning"),
+    ("{{ 'T4' if 'OUTSIDE' is exists else 'A100-80GB' }}", "test 'exists' is not allowed while planning"),
+    ("{{ 'T4' if 'OUTSIDE' is ansible.builtin.file else 'A100-80GB' }}", "test 'ansible.builtin.file' is not allowed"),
+])
+def test_filters_and_tests_that_read_the_machine_are_refused(gpuprov, tmp_path, monkeypatch, template, refused):
+    monkeypatch.setenv("CI_DEPLOY_TOKEN", SECRET)
+    path, folder, outside = _layout(tmp_path, T4)
+    host = dict(T4, gpuprov_gpu_model=template.replace("OUTSIDE", str(outside / "token")))
+    (folder / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"n1": host}}}))
+    code, out, err = gpuprov("plan", "-i", path)
+    assert code == 2, out
+    assert "n1: gpuprov_gpu_model: " + refused in err, err
+    assert SECRET not in out + err
+
+
 @pytest.mark.parametrize("template", [
     "{{ lookup('file', 'MODEL') }}",
     "{{ lookup('file', 'MODEL') | upper }}",

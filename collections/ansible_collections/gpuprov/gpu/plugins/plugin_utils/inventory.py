@@ -90,7 +90,11 @@ def _range_size(pattern):
             if begin in letters and end in letters:
                 count = len(letters[letters.index(begin):letters.index(end) + 1:int(step)])
             else:
-                count = len(range(int(begin), int(end) + 1, int(step)))
+                first, last, stride = int(begin), int(end), int(step)
+                if stride < 1:
+                    return None
+                # len(range(...)) without building it, and without its C size limit.
+                count = max(0, (last - first) // stride + 1)
         except ValueError:
             return None
         size *= count

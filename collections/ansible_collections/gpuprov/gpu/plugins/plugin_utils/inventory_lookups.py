@@ -9,6 +9,8 @@ CI), so a lookup must neither run anything nor read what belongs to the machine:
 * only ``file``, ``env`` and ``vars`` are allowed; any other lookup is refused before its
   plugin is loaded (``pipe``, ``lines``, ``url``, ``password`` ... run programs, reach the
   network or write files), and an allowed short name must resolve to Ansible's builtin;
+* the builtin filters and tests that read the machine (``expandvars``, ``expanduser``,
+  ``realpath``, ``relpath``, the file tests ``exists``, ``file``, ...) are refused too;
 * ``file`` reads only regular files inside the inventory's own folders (the folders of the
   ``-i`` sources), links resolved, no hidden file or folder on the way (``.git/config`` holds
   a CI checkout's credentials), at most ``safe_files.MAX_BYTES``;
@@ -34,6 +36,19 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
 ALLOWED_LOOKUPS = ("file", "env", "vars")
 ENV_PREFIX = "GPUPROV_"
 _BUILTIN = "ansible.builtin."
+# ansible-core's filters and tests that read the machine rather than their argument
+# (plugins/filter/core.py, plugins/test/files.py): expandvars reads any environment variable,
+# expanduser the user database, realpath and relpath the file system and the working folder,
+# the file tests whether a path exists. An offline read refuses them as it refuses lookups.
+REFUSED_FILTERS = {
+    "expandvars": "it reads the environment of the machine that plans",
+    "expanduser": "it reads the home folders of the machine that plans",
+    "realpath": "it reads the file system of the machine that plans",
+    "relpath": "it reads the working folder of the machine that plans",
+}
+REFUSED_TESTS = dict((name, "it probes the file system of the machine that plans") for name in (
+    "directory", "is_dir", "file", "is_file", "link", "is_link", "exists", "link_exists",
+    "same_file", "is_same_file", "mount", "is_mount"))
 
 
 class RefusedLookup(Exception):
@@ -44,13 +59,17 @@ class RefusedLookup(Exception):
             "plans may use only the %s lookups" % (name, ", ".join(ALLOWED_LOOKUPS))))
 
 
-def lookup_allowed(name):
-    """True for an allowed lookup, by short name or as ansible.builtin.NAME/ansible.legacy.NAME."""
+def _short(name):
     name = str(name)
     for prefix in (_BUILTIN, "ansible.legacy."):
         if name.startswith(prefix):
-            name = name[len(prefix):]
-    return name in ALLOWED_LOOKUPS
+            return name[len(prefix):]
+    return name
+
+
+def lookup_allowed(name):
+    """True for an allowed lookup, by short name or as ansible.builtin.NAME/ansible.legacy.NAME."""
+    return _short(name) in ALLOWED_LOOKUPS
 
 
 class LookupPolicy:
@@ -93,8 +112,9 @@ class LookupRecord:
 
 @contextlib.contextmanager
 def offline_lookups(policy=None, record=None):
-    """Refuse every lookup but ALLOWED_LOOKUPS while the block runs, and hold ``file`` and
-    ``env`` to ``policy`` (a LookupPolicy; None: no file, only ENV_PREFIX variables).
+    """Refuse every lookup but ALLOWED_LOOKUPS, and the filters and tests that read the
+    machine, while the block runs; hold ``file`` and ``env`` to ``policy`` (a LookupPolicy;
+    None: no file, only ENV_PREFIX variables).
 
     ``record``: a callable returning the LookupRecord of the variable being rendered (or
     None), where looked-up values and refusals are noted.
@@ -121,11 +141,33 @@ def offline_lookups(policy=None, record=None):
             _confine(plugin, str(resolved or name).rsplit(".", 1)[-1], policy, refuse, record)
         return plugin
 
+    def machine_readers(loader, kind, refused):
+        """``loader.get`` refusing ansible-core's ``refused`` plugins, asked by any name."""
+        original_get = loader.get
+
+        def checked(name, *args, **kwargs):
+            plugin = original_get(name, *args, **kwargs)
+            resolved = getattr(plugin, "ansible_name", None) if plugin is not None else None
+            for candidate in (str(name), str(resolved or "")):
+                builtin = candidate.startswith((_BUILTIN, "ansible.legacy.")) or "." not in candidate
+                if builtin and _short(candidate) in refused:
+                    refuse(RefusedLookup(str(name), "%s %r is not allowed while planning (%s)"
+                                         % (kind, str(name), refused[_short(candidate)])))
+            return plugin
+
+        return checked
+
+    from ansible.plugins.loader import filter_loader, test_loader
+
+    filter_loader.get = machine_readers(filter_loader, "filter", REFUSED_FILTERS)
+    test_loader.get = machine_readers(test_loader, "test", REFUSED_TESTS)
     lookup_loader.get = guarded
     try:
         yield
     finally:
         del lookup_loader.get
+        del filter_loader.get
+        del test_loader.get
 
 
 def _confine(plugin, short_name, policy, refuse, record):
