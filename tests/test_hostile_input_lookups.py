@@ -121,6 +121,19 @@ def test_filters_and_tests_that_read_the_machine_are_refused(gpuprov, tmp_path, 
     assert SECRET not in out + err
 
 
+@pytest.mark.parametrize("statement", ["{% include 'token' %}", "{% extends 'token' %}",
+                                       "{% import 'token' as t %}T4", "{% from 'token' import x %}T4"])
+def test_jinja_includes_read_only_the_inventory_folder(gpuprov, tmp_path, monkeypatch, statement):
+    # Jinja reads these through a loader on Ansible's basedir: the working folder.
+    path, folder, outside = _layout(tmp_path, T4)
+    monkeypatch.chdir(str(outside))
+    (folder / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"n1": dict(T4, gpuprov_gpu_model=statement)}}}))
+    code, out, err = gpuprov("plan", "-i", path)
+    assert code == 2, out
+    assert "n1: gpuprov_gpu_model: template 'token' (include, import or extends): outside the inventory's folder" in err, err
+    assert SECRET not in out + err
+
+
 @pytest.mark.parametrize("template", [
     "{{ lookup('file', 'MODEL') }}",
     "{{ lookup('file', 'MODEL') | upper }}",

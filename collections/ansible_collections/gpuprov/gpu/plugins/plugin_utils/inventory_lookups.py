@@ -10,7 +10,8 @@ CI), so a lookup must neither run anything nor read what belongs to the machine:
   plugin is loaded (``pipe``, ``lines``, ``url``, ``password`` ... run programs, reach the
   network or write files), and an allowed short name must resolve to Ansible's builtin;
 * the builtin filters and tests that read the machine (``expandvars``, ``expanduser``,
-  ``realpath``, ``relpath``, the file tests ``exists``, ``file``, ...) are refused too;
+  ``realpath``, ``relpath``, the file tests ``exists``, ``file``, ...) are refused too, and
+  Jinja's ``include``, ``import`` and ``extends`` read files by the ``file`` rule;
 * ``file`` reads only regular files inside the inventory's own folders (the folders of the
   ``-i`` sources), links resolved, no hidden file or folder on the way (``.git/config`` holds
   a CI checkout's credentials), at most ``safe_files.MAX_BYTES``;
@@ -158,9 +159,29 @@ def offline_lookups(policy=None, record=None):
         return checked
 
     from ansible.plugins.loader import filter_loader, test_loader
+    from jinja2 import loaders as jinja_loaders
+
+    # {% include %}, {% import %} and {% extends %} read a file through the Jinja environment's
+    # loader, a FileSystemLoader on Ansible's basedir (ansible-core _internal/_templating/
+    # _jinja_bits.py, 2.19 to 2.21), i.e. the working folder: held to the policy's folders too.
+    original_source = jinja_loaders.FileSystemLoader.get_source
+
+    def confined_source(loader, environment, template):
+        pieces = jinja_loaders.split_template_path(template)
+        for searchpath in loader.searchpath:
+            # The file Jinja's FileSystemLoader.get_source (3.1) is about to open.
+            candidate = os.path.join(searchpath, *pieces)
+            if os.path.isfile(candidate):
+                problem = policy.file_problem(candidate)
+                if problem is not None:
+                    refuse(RefusedLookup("include", "template %r (include, import or extends): %s"
+                                         % (str(template)[:200], problem)))
+                break
+        return original_source(loader, environment, template)
 
     filter_loader.get = machine_readers(filter_loader, "filter", REFUSED_FILTERS)
     test_loader.get = machine_readers(test_loader, "test", REFUSED_TESTS)
+    jinja_loaders.FileSystemLoader.get_source = confined_source
     lookup_loader.get = guarded
     try:
         yield
@@ -168,6 +189,7 @@ def offline_lookups(policy=None, record=None):
         del lookup_loader.get
         del filter_loader.get
         del test_loader.get
+        jinja_loaders.FileSystemLoader.get_source = original_source
 
 
 def _confine(plugin, short_name, policy, refuse, record):
