@@ -19,7 +19,8 @@ imported, the settings of that file that would make them load or run code, or wr
   own ansible.cfg plans as before;
 * plugins it enables beyond Ansible's builtins: ``vars_plugins_enabled``, ``fact_caching``;
 * ``jinja2_extensions`` (Python modules Jinja imports) other than Jinja's own;
-* ``vault_password_file`` and ``vault_identity_list`` (scripts that run to give a password);
+* ``vault_password_file`` when the command is given vault options (ansible-core's
+  ``CLI.setup_vault_secrets`` then adds it, and runs it when it is executable);
 * ``log_path`` (a file Ansible appends to).
 
 Settings that load code only when a playbook runs (modules, module_utils, callbacks,
@@ -38,11 +39,10 @@ PLUGIN_FOLDERS = {
     "DOC_FRAGMENT_PLUGIN_PATH": "doc_fragments",
 }
 ENABLED_PLUGINS = {"VARIABLE_PLUGINS_ENABLED": ("vars", ("host_group_vars",)), "CACHE_PLUGIN": ("cache", ("memory",))}
-RUNS_OR_WRITES = {
-    "DEFAULT_VAULT_PASSWORD_FILE": "a vault password file, which Ansible runs when it is executable",
-    "DEFAULT_VAULT_IDENTITY_LIST": "vault identities, whose password scripts Ansible runs",
-    "DEFAULT_LOG_PATH": "a log file Ansible writes to",
-}
+RUNS_OR_WRITES = {"DEFAULT_LOG_PATH": "a log file Ansible writes to"}
+# Used only when the command line has vault options.
+VAULT_PASSWORD_FILE = "DEFAULT_VAULT_PASSWORD_FILE"
+VAULT_OPTIONS = ("--vault-id", "--vault-password-file", "--ask-vault-pass")
 COLLECTIONS = "COLLECTIONS_PATHS"
 HOME = "ANSIBLE_HOME"
 JINJA2_EXTENSIONS = "DEFAULT_JINJA2_EXTENSIONS"
@@ -54,6 +54,8 @@ PLAYBOOK_ONLY = frozenset((
     "DEFAULT_NETCONF_PLUGIN_PATH", "DEFAULT_STRATEGY_PLUGIN_PATH", "DEFAULT_TERMINAL_PLUGIN_PATH",
     "CALLBACKS_ENABLED", "DEFAULT_STDOUT_CALLBACK", "DEFAULT_STRATEGY", "DEFAULT_TRANSPORT", "DEFAULT_ROLES_PATH",
     "DEFAULT_LOAD_CALLBACK_PLUGINS", "BECOME_PASSWORD_FILE", "CONNECTION_PASSWORD_FILE",
+    # the default of ansible-playbook's --vault-id; gpuprov's own --vault-id has none.
+    "DEFAULT_VAULT_IDENTITY_LIST",
     # gpuprov sets the inventory plugins itself (inventory.OFFLINE_INVENTORY_PLUGINS).
     "INVENTORY_ENABLED",
 ))
@@ -75,21 +77,23 @@ def working_folder_config():
     return found if found and os.path.abspath(found) == here else None
 
 
-def code_settings(trusted_checkouts=None):
+def code_settings(trusted_checkouts=None, vault=False):
     """``[FILE: KEY: reason]`` for every setting of the working folder's ansible.cfg that
     would bring code into an offline command; [] when there is none (or the file is not
-    in effect). The answer is kept per file and its modification time."""
+    in effect). ``vault``: the command has vault options. The answer is kept per file and its
+    modification time."""
     path = working_folder_config()
     if path is None:
         return []
     try:
-        stamp = (path, os.stat(path).st_mtime_ns, tuple(sorted((k, v) for k, v in os.environ.items()
-                                                                if k.startswith("ANSIBLE_"))))
+        stamp = (path, os.stat(path).st_mtime_ns, bool(vault),
+                 tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("ANSIBLE_"))))
     except OSError:
         return []
     if stamp not in _CHECKED:
         _CHECKED.clear()
-        _CHECKED[stamp] = _problems(path, trusted_checkouts if trusted_checkouts is not None else gpuprov_checkouts())
+        _CHECKED[stamp] = _problems(path, trusted_checkouts if trusted_checkouts is not None else gpuprov_checkouts(),
+                                    vault)
     return list(_CHECKED[stamp])
 
 
@@ -123,7 +127,7 @@ def set_aside():
     os.environ["ANSIBLE_HOME"] = home
 
 
-def _problems(path, checkouts):
+def _problems(path, checkouts, vault=False):
     from ansible.config.manager import ConfigManager
     from ansible.errors import AnsibleError
 
@@ -182,6 +186,11 @@ def _problems(path, checkouts):
         value, set_here = from_file(name)
         if set_here and value:
             report(name, "%s (%s)" % (what, ", ".join(value) if isinstance(value, list) else value))
+
+    value, set_here = from_file(VAULT_PASSWORD_FILE)
+    if vault and set_here and value:
+        report(VAULT_PASSWORD_FILE, "a vault password file, which Ansible adds to the vault options given and "
+                                    "runs when it is executable (%s)" % value)
     return problems
 
 

@@ -61,7 +61,9 @@ def refuse_untrusted_config(name, args):
         words = words[:words.index("--")]
     if options.TRUST_ANSIBLE_CFG in words:
         return
-    problems = ansible_config.code_settings()
+    vault = any(word == option or word.startswith(option + "=") for word in words
+                for option in ansible_config.VAULT_OPTIONS)
+    problems = ansible_config.code_settings(vault=vault)
     if problems:
         ansible_config.set_aside()
         use_collection()

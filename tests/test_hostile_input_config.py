@@ -143,9 +143,12 @@ def test_every_offline_command_refuses_it(tmp_path, command):
 
 
 def test_settings_that_bring_no_code_are_read_as_ansible_reads_them(tmp_path):
-    # Callbacks, modules and roles load only when a playbook runs (apply and status).
+    # Callbacks, modules and roles load only when a playbook runs (apply and status); the
+    # vault password file only when vault options are given.
     repo = _repository(tmp_path, {"n1": T4}, """
         [defaults]
+        vault_password_file = ./vault-pass.sh
+        vault_identity_list = dev@./vault-pass.sh
         stdout_callback = yaml
         callbacks_enabled = profile_tasks
         library = ./library
@@ -212,3 +215,25 @@ def test_a_copy_of_this_repositorys_cfg_with_another_collection_is_refused(tmp_p
     assert code == 2
     assert "%s: collections_path:" % (repo / "ansible.cfg") in err, err
     assert not marker.exists()
+
+
+def test_every_setting_that_names_code_is_judged():
+    """Every setting of this ansible-core's base.yml that names plugins, plugin folders or
+    modules is either refused from ./ansible.cfg or one only a playbook run uses, so a new
+    plugin type in a later ansible-core cannot pass unjudged (checked on 2.19 and 2.21)."""
+    import ansible.config.manager
+
+    from gpuprov import ansible_config
+
+    with open(os.path.join(os.path.dirname(ansible.config.manager.__file__), "base.yml")) as handle:
+        settings = yaml.safe_load(handle)
+    judged = (set(ansible_config.PLUGIN_FOLDERS) | set(ansible_config.ENABLED_PLUGINS)
+              | set(ansible_config.RUNS_OR_WRITES) | ansible_config.PLAYBOOK_ONLY
+              | {ansible_config.COLLECTIONS, ansible_config.HOME, ansible_config.JINJA2_EXTENSIONS,
+                 ansible_config.VAULT_PASSWORD_FILE})
+    names_code = [name for name, spec in settings.items()
+                  if name.endswith(("_PLUGIN_PATH", "_MODULE_PATH", "_MODULE_UTILS_PATH"))
+                  or (spec.get("type") == "list" and name.endswith("_ENABLED"))
+                  or ("CALLBACK" in name and spec.get("ini"))]
+    assert names_code and not [name for name in names_code if name not in judged]
+    assert not [name for name in judged if name not in settings]

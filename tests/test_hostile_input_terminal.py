@@ -171,3 +171,22 @@ def test_every_command_prints_through_the_one_escaping_function():
                     if re.search(r"click\.echo\(|click\.secho\(|\bprint\(|sys\.std(out|err)\.write", line):
                         found.append("%s:%d: %s" % (os.path.relpath(path, REPO), number, line.strip()))
     assert not found, found
+
+
+def test_the_escaping_function_covers_every_invisible_or_acting_character():
+    """Every code point of the categories that do not show as themselves (Cc, Cf, Cs, Zl, Zp),
+    by the running Python's Unicode tables, comes out as an escape; printable text stays."""
+    import sys
+    import unicodedata
+
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import UNSAFE_CATEGORIES, escape, visible
+
+    acting = [chr(n) for n in range(sys.maxunicode + 1) if unicodedata.category(chr(n)) in UNSAFE_CATEGORIES]
+    assert len(acting) > 2000  # C0, C1, DEL, the surrogates, bidi and zero-width format characters
+    for char in acting:
+        shown = escape("a" + char + "b")
+        assert char not in shown and shown.startswith("a\\") and shown.endswith("b"), (hex(ord(char)), shown)
+        if char != "\n":
+            assert char not in visible(char)
+    assert visible("line one\nline two") == "line one\nline two"
+    assert escape("caf\u00e9 \u4e2d\u6587 GPU-\u00b5s") == "caf\u00e9 \u4e2d\u6587 GPU-\u00b5s"
