@@ -230,8 +230,10 @@ def _collections_root(path):
 
 
 def _beyond(paths, allowed):
+    """The entries of ``paths`` that are not ``allowed`` and exist (a missing folder loads nothing)."""
     allowed = set(os.path.realpath(os.path.expanduser(str(p))) for p in allowed)
-    return [str(p) for p in paths or [] if os.path.realpath(os.path.expanduser(str(p))) not in allowed]
+    return [str(p) for p in paths or [] if os.path.exists(os.path.expanduser(str(p)))
+            and os.path.realpath(os.path.expanduser(str(p))) not in allowed]
 
 
 def gpuprov_checkouts():
