@@ -508,17 +508,29 @@ def test_runner_keeps_the_summary_in_a_0700_folder(monkeypatch, tmp_path):
 
     seen = {}
 
-    def fake_run(argv, env, check, stdout):
-        path = env["GPUPROV_SUMMARY_FILE"]
-        seen["mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
-        with open(path, "w") as handle:
-            json.dump({"nodes": {"n1": {"status": "ok"}}}, handle)
+    class FakePopen:
+        """ansible-playbook as the runner starts it: writes its summary where it was told."""
 
-        class Done:
-            returncode = 0
-        return Done()
+        def __init__(self, argv, env=None, stdout=None, start_new_session=False):
+            path = env["GPUPROV_SUMMARY_FILE"]
+            seen["mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
+            with open(path, "w") as handle:
+                json.dump({"nodes": {"n1": {"status": "ok"}}}, handle)
+            self.returncode = 0
 
-    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return False
+
+        def wait(self):
+            return self.returncode
+
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(runner.subprocess, "Popen", FakePopen)
     monkeypatch.setattr(runner, "ansible_command", lambda name: "/bin/true")
     rc, summary = runner.run_playbook("pb.yml", ["inv"])
     assert seen["mode"] == 0o700
