@@ -159,9 +159,6 @@ PRODUCT = [os.path.join(REPO, "gpuprov"), os.path.join(COLLECTION, "plugin_utils
            os.path.join(COLLECTION, "module_utils", "quantities.py"),
            os.path.join(COLLECTION, "module_utils", "decimal_text.py")]
 NOT_INPUT = [os.path.join(REPO, "gpuprov", "top", "node_script.py")]
-# gpuprov trial (a canary converge through ansible-playbook, judged from Prometheus) still
-# reads its numbers and patterns its own way; it is held to this when it moves to decimal_text.
-NOT_YET = [os.path.join(REPO, "gpuprov", "cmd_trial.py"), os.path.join(REPO, "gpuprov", "trial")]
 
 
 def _product_files():
@@ -172,8 +169,7 @@ def _product_files():
         for folder, _, files in os.walk(top):
             for name in sorted(files):
                 path = os.path.join(folder, name)
-                if name.endswith(".py") and path not in NOT_INPUT and not any(
-                        path == skip or path.startswith(skip + os.sep) for skip in NOT_YET):
+                if name.endswith(".py") and path not in NOT_INPUT:
                     yield path
 
 
