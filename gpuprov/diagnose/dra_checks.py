@@ -18,9 +18,11 @@ from gpuprov.diagnose.sizing import MIB_PER_GIB
 
 _STRING = r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")"""
 _DOMAIN = r"""\[\s*(?:'([^']*)'|"([^"]*)")\s*\]"""
-_EQUALS = re.compile(r"^device\.attributes%s\.(\w+)\s*==\s*%s$" % (_DOMAIN, _STRING))
-_IN = re.compile(r"^device\.attributes%s\.(\w+)\s+in\s+\[(.*)\]$" % _DOMAIN)
-_MEMORY = re.compile(r"^device\.capacity%s\.memory\.compareTo\(quantity\(%s\)\)\s*>=\s*0$" % (_DOMAIN, _STRING))
+# ASCII and anchored with \Z: a CEL identifier is ASCII, and $ would accept a trailing newline.
+_EQUALS = re.compile(r"^device\.attributes%s\.(\w+)\s*==\s*%s\Z" % (_DOMAIN, _STRING), re.ASCII)
+_IN = re.compile(r"^device\.attributes%s\.(\w+)\s+in\s+\[(.*)\]\Z" % _DOMAIN, re.ASCII | re.S)
+_MEMORY = re.compile(r"^device\.capacity%s\.memory\.compareTo\(quantity\(%s\)\)\s*>=\s*0\Z" % (_DOMAIN, _STRING),
+                     re.ASCII)
 _LIST_ITEM = re.compile(_STRING)
 
 

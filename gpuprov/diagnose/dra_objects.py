@@ -37,6 +37,11 @@ def _attribute(value):
     return value[present[0]] if len(present) == 1 else None
 
 
+def _count(value):
+    """A JSON whole number >= 0 (not a bool, which Python counts as an int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _memory_mib(text):
     try:
         value = k8s_quantity(str(text).strip())
@@ -58,7 +63,7 @@ def parse_resource_slices(doc, source="resourceslices.json"):
             continue
         pool = spec.get("pool")
         if (not isinstance(pool, dict) or not isinstance(pool.get("name"), str)
-                or not isinstance(pool.get("generation"), int) or not isinstance(pool.get("resourceSliceCount"), int)):
+                or not _count(pool.get("generation")) or not _count(pool.get("resourceSliceCount"))):
             problems.append("%s: spec.pool: needs name, generation and resourceSliceCount" % where)
             continue
         devices = spec.get("devices") or []
@@ -98,7 +103,7 @@ def parse_resource_slices(doc, source="resourceslices.json"):
     if problems:
         raise SnapshotError(problems)
     newest = {}
-    for driver, pool, generation, _count, _devices in slices:
+    for driver, pool, generation, _slices, _devices in slices:
         newest[(driver, pool)] = max(generation, newest.get((driver, pool), generation))
     devices, notes, seen = [], [], {}
     for driver, pool, generation, count, parsed in slices:
@@ -123,7 +128,7 @@ def _request(raw, field, problems):
                      if isinstance(s, dict)]
         mode = exactly.get("allocationMode") or "ExactCount"
         count = exactly.get("count", 1) if mode == "ExactCount" else 0
-        if not isinstance(count, int) or count < 0:
+        if not _count(count):
             problems.append("%s.exactly.count: %r is not a device count" % (field, count))
             return None
         return DraRequest(name=raw["name"], device_class=str(exactly.get("deviceClassName") or ""), count=count,

@@ -34,12 +34,12 @@ _REASON_PATTERNS = (
 # dynamicresources/dynamicresources.go, and ErrClaimNotFound of k8s.io/dynamic-resource-allocation
 # resourceclaim). From PreFilter they come without a node count and apply to every node.
 _DRA_PATTERNS = (
-    ("dra-allocation", re.compile(r"^cannot allocate all claims$")),
+    ("dra-allocation", re.compile(r"^cannot allocate all claims\Z")),
     ("dra-claim-missing", re.compile(r"ResourceClaim not created yet|resourceclaim(?:\.resource\.k8s\.io)? \"[^\"]+\" "
                                      r"not found", re.I)),
-    ("dra-claim-in-use", re.compile(r"^resourceclaim in use$")),
+    ("dra-claim-in-use", re.compile(r"^resourceclaim in use\Z")),
     ("dra-class", re.compile(r"device class (?P<detail>\S+) does not exist")),
-    ("dra-node", re.compile(r"^resourceclaim not available on the node$")),
+    ("dra-node", re.compile(r"^resourceclaim not available on the node\Z")),
 )
 
 
