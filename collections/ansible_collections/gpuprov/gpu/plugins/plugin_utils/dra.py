@@ -44,8 +44,10 @@ attributes, addressingMode, and the MIG engine capacities (multiprocessors, copy
 decoders, encoders, JPEG, OFA: not in gpuprov's catalog). Also UNVERIFIED here: that a GPU's
 minor number equals its NVML index (the usual case; the driver names devices by minor), the
 exact bytes of ``memory`` (the catalog holds nvidia-smi's MiB for a GPU and two-decimal GiB
-for a MIG profile), and which of a model's nvidia-smi names a node reports (the first one is
-rendered). Claims written by gpuprov select on productName (every name of the model),
+for a MIG profile), which of a model's nvidia-smi names a node reports (the first one is
+rendered), and that the profile name go-nvlib derives from NVML's memory sizes (mig_profile.go,
+getMigMemorySizeGB) is the catalog's for every model (the A30's profile ids are UNVERIFIED in
+the catalog too). Claims written by gpuprov select on productName (every name of the model),
 profile and memory only, so they match what the real driver publishes.
 
 Not a sharing provider: a provider plans a node (what it advertises, its node config); DRA
