@@ -65,7 +65,7 @@ def test_drop_ins_in_subfolders_are_merged(tmp_path):
 def test_reserved_cpus_with_a_reserved_cgroup_is_refused(tmp_path):
     files = KubeletFiles(tmp_path, kubeadm_config() + "kubeReservedCgroup: /kube.slice\n")
     settings = dict(cpu_manager_policy="static", reserved_system_cpus="0,8")
-    apply(files, **settings)
+    files.drop_in("50-gpuprov.conf", 'cpuManagerPolicy: static\nreservedSystemCPUs: "0,8"\n')
     refusal = files.kubelet_config().error
     assert "can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup" in refusal
     (tmp_path / "config.d" / "50-gpuprov.conf").unlink()

@@ -14,10 +14,10 @@ import os
 from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     CpusetError,
     DEFAULT_SYSFS_ROOT,
+    MAX_CPU_ID,
     SysfsError,
     auto_reserved_cpus,
     format_cpuset,
-    parse_cpuset,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.checkpoints import (
     cpu_manager_reset_reasons,
@@ -29,11 +29,13 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.documen
     KUBELET_CONFIG_KIND,
     KubeletConfigDocument,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import kubelet_cpuset
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.layers import (
     DROP_IN_NAME,
     EMPTY_DROP_IN,
     drop_in_paths,
-    merge_layer,
+    effective_config,
+    merged_before,
     read_regular_text,
     sets_key,
 )
@@ -146,7 +148,7 @@ def _desired_values(settings, document, topology):
 
 
 def _desired_reserved_cpus(requested, document, topology):
-    requested = str(requested).strip()
+    requested = str(requested)
     if requested == "":
         return REMOVE
     if requested == AUTO:
@@ -156,16 +158,16 @@ def _desired_reserved_cpus(requested, document, topology):
             raise settings_error("reservedSystemCPUs: auto: %s" % exc)
     else:
         try:
-            cpus = parse_cpuset(requested)
-        except CpusetError as exc:
+            cpus = kubelet_cpuset(requested, MAX_CPU_ID, repeats=False)
+        except ValueError as exc:
             raise settings_error("reservedSystemCPUs: %s" % exc)
     # Keep the file's spelling when it already names the same CPUs ("0,1" vs "0-1").
     current = document.get(("reservedSystemCPUs",))
     if isinstance(current, str):
         try:
-            if parse_cpuset(current) == cpus:
+            if kubelet_cpuset(current) == cpus:
                 return current
-        except CpusetError:
+        except ValueError:
             pass
     return format_cpuset(cpus)
 
@@ -184,10 +186,7 @@ def _load(path, text=None, what="kubelet config"):
 
 
 def _effective(main, drop_ins):
-    config = main
-    for _path, layer in drop_ins:
-        config = merge_layer(config, layer)
-    return config
+    return effective_config(main, [layer for _path, layer in drop_ins])
 
 
 def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config_dir=None,
@@ -238,8 +237,8 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config
     def effective(target_dict):
         if target is main_document:
             return _effective(target_dict, layers)
-        before_ours = [(p, c) for p, c in layers if os.path.basename(p) < DROP_IN_NAME]
-        after_ours = [(p, c) for p, c in layers if os.path.basename(p) >= DROP_IN_NAME]
+        before_ours = [(p, c) for p, c in layers if merged_before(p, config_dir)]
+        after_ours = [(p, c) for p, c in layers if not merged_before(p, config_dir)]
         return _effective(main_document.as_dict(),
                           before_ours + [(target_path, target_dict)] + after_ours)
 
@@ -260,7 +259,7 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config
 
     # A layer the kubelet reads after the file written here would win over it.
     for layer_path, layer in layers:
-        if target is not main_document and os.path.basename(layer_path) < DROP_IN_NAME:
+        if target is not main_document and merged_before(layer_path, config_dir):
             continue
         for key_path, value in desired:
             if sets_key(layer, key_path) and (value is REMOVE
