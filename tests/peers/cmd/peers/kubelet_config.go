@@ -33,7 +33,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			body, _, err := configzAnswer(ctx, loaded, own["machine"])
+			body, _, err := configzAnswer(ctx, loaded, lastValue(own, "machine"))
 			if err != nil {
 				return nil, err
 			}

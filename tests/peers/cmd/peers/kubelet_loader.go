@@ -60,9 +60,9 @@ func init() {
 }
 
 // kubeletArgs splits a subcommand's arguments into the peer's own options (named in own, each
-// taking a value) and the rest, which are kubelet command-line flags.
-func kubeletArgs(args []string, own ...string) (map[string]string, []string, error) {
-	values := map[string]string{}
+// taking a value, and repeatable) and the rest, which are kubelet command-line flags.
+func kubeletArgs(args []string, own ...string) (map[string][]string, []string, error) {
+	values := map[string][]string{}
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
@@ -73,11 +73,11 @@ func kubeletArgs(args []string, own ...string) (map[string]string, []string, err
 				if i+1 >= len(args) {
 					return nil, nil, usagef("%s needs a value", flag)
 				}
-				values[name] = args[i+1]
+				values[name] = append(values[name], args[i+1])
 				i++
 				matched = true
 			} else if strings.HasPrefix(arg, flag+"=") {
-				values[name] = strings.TrimPrefix(arg, flag+"=")
+				values[name] = append(values[name], strings.TrimPrefix(arg, flag+"="))
 				matched = true
 			}
 		}
@@ -86,6 +86,14 @@ func kubeletArgs(args []string, own ...string) (map[string]string, []string, err
 		}
 	}
 	return values, rest, nil
+}
+
+// lastValue is the value of a peer option given once (the last one wins), or "".
+func lastValue(values map[string][]string, name string) string {
+	if list := values[name]; len(list) > 0 {
+		return list[len(list)-1]
+	}
+	return ""
 }
 
 // loadedKubelet is the kubelet's configuration once NewKubeletCommand has made it final.

@@ -12,9 +12,9 @@ tests/test_kubelet_peer_checkpoints.py hold this table against that code):
 - CPU manager: a different policy name (``NewCheckpointState``). Under the static policy, a
   different set of reserved CPUs: ``validateState`` wants every reserved CPU in the
   checkpoint's default CPU set, and every CPU of the machine in the default set or an
-  assignment, so a reservation that grows into CPUs a pod holds, or shrinks under
-  ``strict-cpu-reservation``, is refused; and a change of ``strict-cpu-reservation``, which
-  takes the reserved CPUs out of the default set. The reserved CPUs are
+  assignment, so a reservation that grows or moves into CPUs a pod holds, or changes at all
+  under ``strict-cpu-reservation``, is refused (one that only shrinks is not); and a change of
+  ``strict-cpu-reservation``, which takes the reserved CPUs out of the default set. The reserved CPUs are
   ``reservedSystemCPUs`` when set (the kubelet then ignores kubeReserved.cpu and
   systemReserved.cpu), otherwise as many CPUs as kubeReserved.cpu + systemReserved.cpu,
   rounded up, taken by topology.
@@ -118,15 +118,20 @@ def cpu_manager_reset_reasons(before, after):
     reasons = []
     old_cpus = _cpuset(before.get("reservedSystemCPUs"))
     new_cpus = _cpuset(after.get("reservedSystemCPUs"))
-    if old_cpus != new_cpus:
+    old_strict = _go_bool_option(before, "cpuManagerPolicyOptions", "strict-cpu-reservation")
+    new_strict = _go_bool_option(after, "cpuManagerPolicyOptions", "strict-cpu-reservation")
+    # A reservation that only shrinks keeps every reserved CPU in the default set, which is
+    # all validateState asks without strict-cpu-reservation.
+    shrinks = (isinstance(old_cpus, frozenset) and isinstance(new_cpus, frozenset) and new_cpus
+               and new_cpus < old_cpus and old_strict is False and new_strict is False)
+    if old_cpus != new_cpus and not shrinks:
         reasons.append("reservedSystemCPUs changes under the static CPU policy")
     elif not new_cpus:
         old_count, new_count = _reserved_cpu_count(before), _reserved_cpu_count(after)
         if old_count != new_count:
             reasons.append("kubeReserved.cpu + systemReserved.cpu reserve %s CPUs instead of %s "
                            "under the static CPU policy" % (new_count, old_count))
-    if (_go_bool_option(before, "cpuManagerPolicyOptions", "strict-cpu-reservation")
-            != _go_bool_option(after, "cpuManagerPolicyOptions", "strict-cpu-reservation")):
+    if old_strict != new_strict:
         reasons.append("cpuManagerPolicyOptions strict-cpu-reservation changes")
     return reasons
 

@@ -625,6 +625,16 @@ def test_reserved_cpus_that_the_rewrite_ignores_need_no_reset():
         "policy"]
 
 
+def test_a_reservation_that_only_shrinks_needs_no_reset_unless_strict():
+    wide = {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1,8-9"}
+    assert cpu_manager_reset_reasons(wide, dict(wide, reservedSystemCPUs="0,8")) == []
+    assert cpu_manager_reset_reasons(dict(wide, reservedSystemCPUs="0,8"), wide) == [
+        "reservedSystemCPUs changes under the static CPU policy"]
+    strict = dict(wide, cpuManagerPolicyOptions={"strict-cpu-reservation": "true"})
+    assert cpu_manager_reset_reasons(strict, dict(strict, reservedSystemCPUs="0,8")) == [
+        "reservedSystemCPUs changes under the static CPU policy"]
+
+
 def test_same_amounts_in_other_spellings_need_no_reset():
     after = dict(STATIC_MEMORY, kubeReserved={"memory": "0.25Gi"},
                  evictionHard={"memory.available": "102400Ki"})
