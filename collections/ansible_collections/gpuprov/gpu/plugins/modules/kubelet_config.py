@@ -264,6 +264,17 @@ managed:
   returned: always
   type: dict
   sample: {cpuManagerPolicy: static, reservedSystemCPUs: "0,4"}
+configz:
+  description:
+    - Each managed key (dotted path) with the value the running kubelet's C(/configz) shows for
+      it after the change; null when C(/configz) leaves it out. Keys left unset show the
+      kubelet's default, and with C(reservedSystemCPUs) set C(kubeReserved.cpu) is gone and
+      C(systemReserved.cpu) is the number of reserved CPUs, as the kubelet rewrites them.
+    - Compare it with C(/configz) by meaning (quantities by amount, durations by value, CPU
+      sets by CPUs), as the filter P(gpuprov.gpu.kubelet_configz_mismatches#filter) does.
+  returned: always
+  type: dict
+  sample: {cpuManagerPolicy: static, reservedSystemCPUs: "0,4", kubeReserved.cpu: null}
 cpu_manager_state_reset_reasons:
   description: Why C(cpu_manager_state) must be deleted; empty when it need not.
   returned: always
@@ -396,6 +407,7 @@ def main():
         kubespray_variables=kubespray_advice(plan.managed),
         changed_keys=plan.changed_keys,
         managed=plan.managed,
+        configz=plan.configz,
         cpu_manager_state_reset_required=plan.cpu_manager_state_reset_required,
         memory_manager_state_reset_required=plan.memory_manager_state_reset_required,
         cpu_manager_state_reset_reasons=plan.cpu_manager_state_reset_reasons,

@@ -23,6 +23,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.checkpo
     cpu_manager_reset_reasons,
     memory_manager_reset_reasons,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.configz import expected_configz
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.document import (
     HAS_YAML,
     KUBELET_CONFIG_API_VERSION,
@@ -55,7 +56,7 @@ class KubeletConfigPlan(object):
     its drop-in in ``--config-dir``)."""
 
     def __init__(self, path, before, after, changed_keys, cpu_reasons, memory_reasons,
-                 reserved_system_cpus, created=False, managed=None):
+                 reserved_system_cpus, created=False, managed=None, configz=None):
         self.path = path
         self.before = before
         self.after = after
@@ -66,6 +67,8 @@ class KubeletConfigPlan(object):
         self.created = created
         # Managed key path -> value in the effective config after the change (None: unset).
         self.managed = managed or {}
+        # Managed key path -> what the kubelet's /configz will show for it (configz.py).
+        self.configz = configz or {}
 
     @property
     def cpu_manager_state_reset_required(self):
@@ -288,4 +291,6 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config
                              changed_keys, cpu_manager_reset_reasons(before, after),
                              memory_manager_reset_reasons(before, after),
                              after.get("reservedSystemCPUs"), created=created,
-                             managed=managed)
+                             managed=managed,
+                             configz=expected_configz(after, sorted(managed),
+                                                      merged_drop_ins=config_dir is not None))

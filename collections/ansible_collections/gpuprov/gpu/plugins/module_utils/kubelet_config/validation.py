@@ -235,8 +235,8 @@ def _check_cpu_manager(config, topology, errors):
         errors.append(
             "cpuManagerPolicy: static needs CPUs reserved for the system: set "
             "reservedSystemCPUs, or kubeReserved.cpu / systemReserved.cpu above zero (the "
-            "kubelet fails with \"the static policy requires systemreserved.cpu + "
-            "kubereserved.cpu to be greater than zero\")")
+            "kubelet fails with \"[cpumanager] unable to determine reserved CPU resources for "
+            "static policy\")")
 
 
 def _check_online(cpus, topology, errors):
