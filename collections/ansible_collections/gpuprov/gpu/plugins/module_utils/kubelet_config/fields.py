@@ -9,9 +9,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import (  # noqa: F401
-    GO_BOOL_VALUES,
-)
 
 DEFAULT_CONFIG_PATH = "/var/lib/kubelet/config.yaml"
 CPU_MANAGER_STATE_FILE = "cpu_manager_state"
