@@ -10,14 +10,12 @@ updated). The sequence in which NewKubeletCommand, run(), NewContainerManager an
 containerManagerImpl.Start call those steps is hashed too.
 """
 import hashlib
-import os
 import re
-import subprocess
 
 import pytest
 
 from peerlib import peer_binary
-from testlib import REPO
+from upstream_sources import module_file
 
 pytestmark = pytest.mark.peers
 
@@ -41,20 +39,8 @@ MIRRORED = {
 }
 
 
-def kubernetes_source():
-    peer_binary()  # skips, or fails in CI, when the peers are not built
-    peers = os.path.join(REPO, "tests", "peers")
-    with open(os.path.join(peers, "go.mod")) as handle:
-        version = re.search(r"^\s+k8s\.io/kubernetes (v\S+)$", handle.read(), re.M).group(1)
-    go = "go" if subprocess.run(["sh", "-c", "command -v go"], capture_output=True).returncode == 0 \
-        else "/usr/local/go/bin/go"
-    cache = subprocess.run([go, "env", "GOMODCACHE"], cwd=peers, capture_output=True, text=True,
-                           check=True).stdout.strip()
-    return os.path.join(cache, "k8s.io", "kubernetes@" + version)
-
-
-def function_text(source, path, name):
-    with open(os.path.join(source, path)) as handle:
+def function_text(path, name):
+    with open(module_file("k8s.io/kubernetes", path)) as handle:
         text = handle.read()
     match = re.search(r"^func (\([^)]*\) )?%s\(.*?^}\n" % re.escape(name), text, re.S | re.M)
     assert match, "%s has no func %s" % (path, name)
@@ -62,10 +48,10 @@ def function_text(source, path, name):
 
 
 def test_the_rebuilt_kubelet_functions_are_those_of_the_pinned_release():
-    source = kubernetes_source()
+    peer_binary()  # skips, or fails in CI, when the peers are not built
     changed = []
     for (path, name), digest in sorted(MIRRORED.items()):
-        actual = hashlib.sha256(function_text(source, path, name).encode()).hexdigest()[:16]
+        actual = hashlib.sha256(function_text(path, name).encode()).hexdigest()[:16]
         if actual != digest:
             changed.append("%s %s: %s (was %s)" % (path, name, actual, digest))
     assert not changed, ("the kubelet's start-up code changed; read tests/peers/cmd/peers/"
