@@ -98,6 +98,7 @@ ROWS = [
     ("reserved_memory.memory", u"\u0664\u0663\u0664Mi", REFUSE, STATIC_MEMORY),
     ("reserved_memory.memory", "0", REFUSE, STATIC_MEMORY),
     ("reserved_memory.memory", "400Mi", REFUSE, STATIC_MEMORY),  # the sum is wrong
+    ("reserved_memory.twice", "217Mi", REFUSE, STATIC_MEMORY),  # node 0 reserves memory twice
     # enums
     ("cpu_manager_policy", "static", ACCEPT, dict(reserved_system_cpus="0")),
     ("cpu_manager_policy", "Static", REFUSE, dict(reserved_system_cpus="0")),
@@ -137,6 +138,10 @@ def as_settings(setting, value, extra):
         settings[key] = {name: value}
     elif setting == "reserved_memory.memory":
         settings["reserved_memory"] = [{"numa_node": 0, "limits": {"memory": value}},
+                                       {"numa_node": 1, "limits": {"memory": "434Mi"}}]
+    elif setting == "reserved_memory.twice":
+        settings["reserved_memory"] = [{"numa_node": 0, "limits": {"memory": value}},
+                                       {"numa_node": 0, "limits": {"memory": value}},
                                        {"numa_node": 1, "limits": {"memory": "434Mi"}}]
     else:
         settings[setting] = value

@@ -166,10 +166,6 @@ def _reserved_memory_problems(entries):
         node = entry["numa_node"]
         if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < MAX_RESERVED_MEMORY_ENTRIES:
             problems.append((field + ".numa_node", "%s is not a NUMA node number" % shown(node)))
-        elif node in seen:
-            problems.append((field + ".numa_node", "NUMA node %d is listed twice" % node))
-        else:
-            seen.add(node)
         limits = entry["limits"]
         if not isinstance(limits, dict) or not limits:
             problems.append((field + ".limits", "must be a non-empty map such as {memory: 1Gi}"))
@@ -179,6 +175,10 @@ def _reserved_memory_problems(entries):
             if resource != "memory" and not (isinstance(resource, str) and resource.startswith("hugepages-")):
                 problems.append((where, "only memory and hugepages-<size> can be reserved"))
                 continue
+            if (node, resource) in seen:
+                problems.append((where, "NUMA node %s reserves %s twice (the kubelet refuses a "
+                                        "duplicate)" % (shown(node), resource)))
+            seen.add((node, resource))
             try:
                 amount = kubelet_quantity(_as_written(value))
             except ValueError as exc:

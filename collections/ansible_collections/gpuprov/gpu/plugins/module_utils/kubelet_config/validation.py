@@ -323,7 +323,10 @@ def _check_memory_manager(config, topology, errors):
         numa_nodes = None
         errors.append("reservedMemory: cannot read this node's NUMA nodes: %s" % exc)
     totals = {}
-    seen_nodes = set()
+    # The kubelet refuses a NUMA node reserving one resource twice (validateReservedMemory
+    # Configuration: "duplicate value for NUMA node ... and resource"); a node may have one
+    # entry per resource.
+    seen = set()
     for index, entry in enumerate(reserved_memory):
         field = "reservedMemory[%d]" % index
         if not isinstance(entry, dict):
@@ -331,14 +334,10 @@ def _check_memory_manager(config, topology, errors):
             continue
         numa_node = entry.get("numaNode")
         if isinstance(numa_node, bool) or not isinstance(numa_node, int) or numa_node < 0:
-            errors.append("%s.numaNode: %r is not a NUMA node number" % (field, numa_node))
+            errors.append("%s.numaNode: %s is not a NUMA node number" % (field, shown(numa_node)))
         elif numa_nodes is not None and numa_node not in numa_nodes:
             errors.append("%s.numaNode: NUMA node %d does not exist on this node (nodes: %s)"
                           % (field, numa_node, ", ".join(str(n) for n in sorted(numa_nodes))))
-        elif numa_node in seen_nodes:
-            errors.append("%s.numaNode: NUMA node %d is listed twice" % (field, numa_node))
-        else:
-            seen_nodes.add(numa_node)
         limits = entry.get("limits")
         if not isinstance(limits, dict) or not limits:
             errors.append("%s.limits: must be a non-empty map such as {memory: 1Gi}" % field)
@@ -348,6 +347,10 @@ def _check_memory_manager(config, topology, errors):
                 errors.append("%s.limits.%s: only memory and hugepages-<size> can be reserved"
                               % (field, resource))
                 continue
+            if (numa_node, resource) in seen:
+                errors.append("%s.limits.%s: NUMA node %s reserves %s twice (the kubelet refuses "
+                              "a duplicate)" % (field, resource, shown(numa_node), resource))
+            seen.add((numa_node, resource))
             try:
                 amount = kubelet_quantity(value)
             except ValueError as exc:

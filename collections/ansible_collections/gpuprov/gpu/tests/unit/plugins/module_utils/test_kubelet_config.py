@@ -338,7 +338,7 @@ VALIDATION_CASES = [
      dict(memory_manager_policy="Static",
           reserved_memory=[{"numa_node": 0, "limits": {"memory": "434Mi"}},
                            {"numa_node": 0, "limits": {"memory": "434Mi"}}]),
-     "reservedMemory[1].numaNode: NUMA node 0 is listed twice"),
+     "reservedMemory[1].limits.memory: NUMA node 0 reserves memory twice"),
     ("reservedMemory quantity junk", fixture_text(),
      dict(memory_manager_policy="Static",
           reserved_memory=[{"numa_node": 0, "limits": {"memory": "868 MB"}}]),
