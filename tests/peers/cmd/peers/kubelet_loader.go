@@ -8,7 +8,7 @@ package main
 // (loadConfigFile, mergeKubeletConfigurations, kubeletConfigFlagPrecedence, newFakeFlagSet,
 // newFlagSetWithGlobals, convertToVersionedKubeletConfig, getReservedCPUs, parseResourceList)
 // inside the cobra command's RunE, which goes on to run the kubelet. Each one is rebuilt here
-// from the exported parts it calls, statement for statement; tests/test_kubelet_peer.py holds
+// from the exported parts it calls, statement for statement; tests/test_kubelet_peer_sources.py holds
 // their source text in the module cache against the hashes recorded there, so a new release
 // that changes one of them fails that test instead of drifting silently.
 
