@@ -18,6 +18,7 @@ APPLY_VARS = {"gpuprov_waves": "use --waves", "gpuprov_wave_max_nodes": "use --w
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @click.option("--check", is_flag=True, help="Dry run: report per node what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show what changes (MIG instances kept/destroyed/created, kubelet keys, MPS limits).")
@@ -38,7 +39,8 @@ APPLY_VARS = {"gpuprov_waves": "use --waves", "gpuprov_wave_max_nodes": "use --w
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the plan before running.")
 @options.output_option(["table", "json"], help_text="table: the plan, progress and a summary for people; json: the "
                        "plan and the per-node result as one JSON document on stdout (progress goes to stderr).")
-def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage, kubeconfig,
+def apply(inventory, limit, vault, reading, catalog_file, check, diff, waves, wave_max_nodes, max_fail_percentage,
+          kubeconfig,
           kube_context, playbook, forks, extra_vars, quiet, output):
     """Converge the nodes of the inventory to their plans.
 
@@ -58,7 +60,7 @@ def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_no
     except ValueError as exc:
         fail_bad_input(["--waves: %s" % exc])
     # -e values are part of the plan that is printed and validated: what runs is what was shown.
-    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file, reading=reading)
     from gpuprov.planning import parse_extra_vars
 
     owned = sorted(set(parse_extra_vars(extra_vars)) & set(APPLY_VARS))
@@ -67,9 +69,9 @@ def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_no
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
     if not quiet and output == "table":
-        click.echo(plan_table(fleet.result))
-        click.echo("")
-        click.echo("%s %d node(s) in waves %s (at most %s at once) ..." % (
+        render.echo(plan_table(fleet.result))
+        render.echo("")
+        render.echo("%s %d node(s) in waves %s (at most %s at once) ..." % (
             "Dry run on" if check else "Converging", len(fleet.nodes), ",".join(str(b) for b in batches),
             wave_max_nodes or "all"))
 
@@ -89,21 +91,21 @@ def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_no
     nodes = (summary or {}).get("nodes", {})
     not_run = sorted(set(fleet.nodes) - set(nodes)) if nodes else []
     if not_run and output == "table":
-        click.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
+        render.echo("  not run (the rollout stopped before their wave): %s" % ", ".join(not_run))
     counts = {}
     for node in nodes.values():
         counts[node["status"]] = counts.get(node["status"], 0) + 1
     bad = counts.get("failed", 0) + counts.get("unreachable", 0)
     if output == "json":
-        click.echo(render.to_json({"check_mode": check, "plan": fleet.result, "nodes": nodes, "not_run": not_run,
+        render.echo(render.to_json({"check_mode": check, "plan": fleet.result, "nodes": nodes, "not_run": not_run,
                                    "summary": dict(sorted(counts.items())), "ansible_rc": rc}))
         raise SystemExit(EXIT_FAILED if rc != 0 or bad or not_run else EXIT_OK)
-    click.echo("")
-    click.echo("gpuprov apply%s: %s" % (" --check" if check else "", ", ".join(
+    render.echo("")
+    render.echo("gpuprov apply%s: %s" % (" --check" if check else "", ", ".join(
         "%d %s" % (n, s if not (check and s == "changed") else "would change") for s, n in sorted(counts.items()))
         or "no node ran"))
     if rc != 0 or bad or not_run:
         if rc != 0 and not nodes:
-            click.echo("ansible-playbook exited with %d before any node ran" % rc, err=True)
+            render.echo("ansible-playbook exited with %d before any node ran" % rc, err=True)
         raise SystemExit(EXIT_FAILED)
     raise SystemExit(EXIT_OK)

@@ -14,6 +14,7 @@ import tempfile
 
 import click
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import is_digits
 from gpuprov import diagnose as diag
 from gpuprov import options, render
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
@@ -26,7 +27,7 @@ PLAYBOOK = "gpuprov.gpu.baseline"
 START_PLAYBOOK = "gpuprov.gpu.baseline_start"
 COLLECT_PLAYBOOK = "gpuprov.gpu.baseline_collect"
 STOP_PLAYBOOK = "gpuprov.gpu.baseline_stop"
-SAFE_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+SAFE_HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*\Z")
 # ansible-playbook's exit codes (lib/ansible/cli/__init__.py): 2 host failed, 4 unreachable.
 _ANSIBLE_RC = {1: "error", 2: "one or more hosts failed", 3: "one or more hosts unreachable",
                4: "one or more hosts unreachable", 5: "bad options", 8: "ansible-playbook crashed",
@@ -96,9 +97,9 @@ def _check_inventory(inventory, problems):
 
 def _explain_rc(rc, summary):
     if rc != 0:
-        click.echo("gpuprov baseline: ansible-playbook exited %d (%s)" % (rc, _ANSIBLE_RC.get(rc, "failed")), err=True)
+        render.echo("gpuprov baseline: ansible-playbook exited %d (%s)" % (rc, _ANSIBLE_RC.get(rc, "failed")), err=True)
         if not (summary or {}).get("nodes"):
-            click.echo("gpuprov baseline: no node was reached; see Ansible's output above", err=True)
+            render.echo("gpuprov baseline: no node was reached; see Ansible's output above", err=True)
 
 
 # Every subcommand reads an inventory (-i, -l, vault options) and prints results (-o json).
@@ -159,18 +160,18 @@ def record(inventory, limit, vault, duration, interval, output, out_dir):
         try:
             samples = read_samples(dest)
         except diag.SnapshotError as error:
-            click.echo("gpuprov baseline: a node returned unreadable samples:", err=True)
+            render.echo("gpuprov baseline: a node returned unreadable samples:", err=True)
             for problem in error.problems:
-                click.echo(problem, err=True)
+                render.echo(problem, err=True)
             raise SystemExit(EXIT_FAILED) from None
         summary = {"schema": SCHEMA, "duration_s": duration, "interval_s": interval,
                    "out": dest if out_dir else None, "nodes": summarise_baseline(samples),
                    "failed_hosts": failed_hosts(run_summary), "ansible_rc": rc}
         _explain_rc(rc, run_summary)
         if output == "json":
-            click.echo(json.dumps(summary, indent=2))
+            render.echo(json.dumps(summary, indent=2))
         else:
-            click.echo(render_table(summary))
+            render.echo(render_table(summary))
         if rc != 0:
             raise SystemExit(EXIT_FAILED)
     finally:
@@ -184,7 +185,7 @@ def parse_interval(text):
     units = {"s": 1, "m": 60}
     factor = units.get(value[-1:], None)
     number = value[:-1] if factor else value
-    if not number.isdigit() or not 1 <= int(number) * (factor or 1) <= 3600:
+    if not is_digits(number) or len(number) > 4 or not 1 <= int(number) * (factor or 1) <= 3600:
         raise ValueError("%r: use whole seconds or minutes from 1s to 60m (for example 5s, 1m)" % text)
     return int(number) * (factor or 1)
 
@@ -204,9 +205,9 @@ def node_results(hosts, summary, rc):
 
 def _print_nodes(results, output, extra=None):
     if output == "json":
-        click.echo(json.dumps(dict(extra or {}, nodes=results), indent=2))
+        render.echo(json.dumps(dict(extra or {}, nodes=results), indent=2))
         return
-    click.echo(render.table(["NODE", "STATUS", "WHAT"], [[host, r["status"], r["message"] or "-"]
+    render.echo(render.table(["NODE", "STATUS", "WHAT"], [[host, r["status"], r["message"] or "-"]
                                                           for host, r in results.items()]))
 
 
@@ -250,7 +251,7 @@ def _run_with_extra(playbook, inventory, limit, vault, variables, extra_vars, ou
         return run_playbook(playbook, list(inventory), limit=limit, extra_vars=variables, extra_args=args,
                             stdout=sys.stderr if output == "json" else None)
     except FileNotFoundError as error:
-        click.echo("gpuprov baseline: %s" % error, err=True)
+        render.echo("gpuprov baseline: %s" % error, err=True)
         raise SystemExit(EXIT_FAILED) from None
 
 
@@ -280,7 +281,7 @@ def stop(inventory, limit, vault, extra_vars, output):
 def join_rotated(raw_dir):
     """The text of samples.csv.N ... samples.csv.1, samples.csv (oldest first) and their names."""
     names = [name for name in os.listdir(raw_dir) if name == "samples.csv" or
-             (name.startswith("samples.csv.") and name[len("samples.csv."):].isdigit())]
+             (name.startswith("samples.csv.") and is_digits(name[len("samples.csv."):]))]
     names.sort(key=lambda name: -int(name.rsplit(".", 1)[1]) if name != "samples.csv" else 0)
     parts = []
     for name in names:
@@ -347,7 +348,7 @@ def collect(inventory, limit, vault, out_dir, extra_vars, output):
     _explain_rc(rc, summary)
     _print_nodes(results, output, {"out": dest})
     if output != "json":
-        click.echo("Snapshot: %s (add nodes.json, pods.json, events.json from kubectl, then "
+        render.echo("Snapshot: %s (add nodes.json, pods.json, events.json from kubectl, then "
                    "`gpuprov diagnose --snapshot %s`)" % (dest, dest))
     if rc != 0 or any(r["status"] not in ("changed", "unchanged") for r in results.values()):
         raise SystemExit(EXIT_FAILED)

@@ -16,7 +16,7 @@ def _models_table(data):
 
 
 def _model_table(data):
-    lines = ["%s: %s" % (data["model"], data["description"]),
+    lines = ["%s: %s" % (render.escape(data["model"]), render.escape(data["description"])),
              "  memory %.1f GiB, compute capability %s, %s" % (data["memory_mib"] / 1024.0,
                                                                 data["compute_capability"], data["architecture"]),
              "  nvidia-smi names: %s" % ", ".join(data["nvidia_smi_names"]),
@@ -45,6 +45,7 @@ def _model_table(data):
 @click.argument("model", required=False)
 @options.output_option(["table", "json", "yaml"])
 @options.catalog_option
+@options.trust_ansible_cfg_option
 def catalog(model, output, catalog_file):
     """List GPU models, or show one MODEL's MIG profiles and placements.
 

@@ -7,9 +7,9 @@ import tempfile
 import click
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 from gpuprov import diagnose as diag
-from gpuprov import options
+from gpuprov import options, render
 from gpuprov.diagnose import html_report, prometheus
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
@@ -266,10 +266,11 @@ def render_table(report):
         out.extend(_wrap("Not run: ", "%s check for %s: %s" % (item["check"], who, item["reason"])))
     for note in report["notes"]:
         out.extend(_wrap("Note: ", note))
-    return "\n".join(out)
+    return render.lines(out)
 
 
 @click.command("diagnose")
+@options.trust_ansible_cfg_option
 @click.option("--snapshot", "snapshot_dir", metavar="DIR",
               help="Folder with nodes.json, pods.json, events.json (kubectl get ... -o json) and optional "
                    "facts/<node>.json and utilization/<node>.csv.")
@@ -361,14 +362,14 @@ def diagnose(snapshot_dir, kubeconfig, context, gpu_data, prometheus_url, since,
     except KubeconfigError as error:
         fail_bad_input([str(error)], header="gpuprov diagnose: cannot use this input:")
     except (ClusterError, prometheus.PrometheusError) as error:
-        click.echo("gpuprov diagnose: %s" % escape(str(error)), err=True)
+        render.echo("gpuprov diagnose: %s" % escape(str(error)), err=True)
         raise SystemExit(EXIT_FAILED) from None
     if report_path:
         write_report(report_path, html_report.render(report, snapshot))
     if output == "json":
         # Strict JSON (RFC 8259): no NaN or Infinity, which json.dumps would otherwise write.
-        click.echo(json.dumps(report, indent=2, sort_keys=False, allow_nan=False))
+        render.echo(json.dumps(report, indent=2, sort_keys=False, allow_nan=False))
     else:
-        click.echo(render_table(report))
+        render.echo(render_table(report))
         if report_path:
-            click.echo("Report: %s" % report_path)
+            render.echo("Report: %s" % report_path)

@@ -187,7 +187,9 @@ def write_atomically(directory, export_file):
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
+@options.trust_ansible_cfg_option
 @click.argument("kind", type=click.Choice(KINDS))
 @click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write the files into DIR (created if missing). Without it, the files go to stdout "
@@ -200,7 +202,7 @@ def write_atomically(directory, export_file):
                    "mig-parted: gpu-operator; hami: kube-system].")
 @click.option("--default-config", default="exclusive", show_default=True, metavar="NAME",
               help="The device-plugin config of nodes without a label (config.default).")
-def export(inventory, limit, vault, catalog_file, kind, output_dir, output, namespace, default_config):
+def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, output, namespace, default_config):
     """Export the fleet plan for the cluster and for NVIDIA's tools.
 
     \b
@@ -220,12 +222,13 @@ def export(inventory, limit, vault, catalog_file, kind, output_dir, output, name
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
 
-    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
     configs = dict(fleet.result["device_plugin_configs"])
     if limit and kind != "mig-parted":
         # The ConfigMap is cluster-wide: an export for some hosts keeps the configs of every
         # inventory node (labels are written for the selected hosts only).
-        configs = dict(load_plans(inventory, None, vault, catalog_file=catalog_file).result["device_plugin_configs"],
+        configs = dict(load_plans(inventory, None, vault, catalog_file=catalog_file,
+                                  reading=reading).result["device_plugin_configs"],
                        **configs)
     try:
         if kind == "device-plugin":
@@ -240,18 +243,19 @@ def export(inventory, limit, vault, catalog_file, kind, output_dir, output, name
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
 
     if output_dir is None and output == "json":
-        click.echo(render.to_json({"kind": kind, "files": [
+        render.echo(render.to_json({"kind": kind, "files": [
             {"name": f.name, "content": f.text, "executable": f.executable} for f in files]}, depth=1))
         return
     if output_dir is None:
-        click.echo("---\n".join("# gpuprov export %s: %s\n%s" % (kind, f.name, f.text) for f in files if f.stdout), nl=False)
+        render.echo("---\n".join("# gpuprov export %s: %s\n%s" % (kind, f.name, f.text) for f in files if f.stdout),
+                    nl=False)
         return
     try:
         os.makedirs(output_dir, exist_ok=True)
         for export_file in files:
             changed = write_atomically(output_dir, export_file)
-            click.echo("%s %s" % ("wrote    " if changed else "unchanged", os.path.join(output_dir, export_file.name)))
+            render.echo("%s %s" % ("wrote    " if changed else "unchanged", os.path.join(output_dir, export_file.name)))
     except OSError as exc:
-        click.echo("gpuprov: cannot write %s: %s; check the folder and its permissions"
+        render.echo("gpuprov: cannot write %s: %s; check the folder and its permissions"
                    % (exc.filename or output_dir, exc.strerror or exc), err=True)
         raise SystemExit(EXIT_FAILED)

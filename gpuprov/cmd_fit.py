@@ -24,11 +24,11 @@ def fit_table(result, data):
         "optimal (%s)" % result.proof if result.optimal else "heuristic, lower bound %d" % result.lower_bound))
     lines.append("")
     lines.append("Why %d GPU%s:" % (len(result.gpus), "" if len(result.gpus) == 1 else "s"))
-    lines.extend("  " + line for line in data["explanation"])
+    lines.extend("  " + render.escape(line) for line in data["explanation"])
     if data["profile_choices"]:
         lines.append("")
         lines.append("MIG profile per workload (memory in GiB, as nvidia-smi shows it):")
-        lines.extend("  " + line for line in data["profile_choices"])
+        lines.extend("  " + render.escape(line) for line in data["profile_choices"])
     nodes = [n for n in result.nodes if n.spares]
     if nodes:
         lines.append("")
@@ -44,6 +44,7 @@ def fit_table(result, data):
                                  "and node fit chose.")
 @click.option("-n", "--namespace", metavar="NAMESPACE", help="Namespace of the Deployments (-o pods).")
 @options.catalog_option
+@options.trust_ansible_cfg_option
 @click.option("-w", "--write", "write_path", metavar="FILE",
               help="Write the output to FILE (atomically) instead of stdout.")
 @click.option("--method", type=click.Choice(fit_mod.METHODS), default="auto", show_default=True,
@@ -121,7 +122,7 @@ def fit(workloads_file, output, write_path, method, soft_sharing, namespace, cat
             write_atomically(write_path, text)
         except OSError as exc:
             fail_bad_input(["%s: cannot write: %s" % (write_path, exc.strerror or exc)])
-        click.echo("gpuprov fit: wrote %s (%d GPU(s) on %d node(s))" % (write_path, len(result.gpus),
+        render.echo("gpuprov fit: wrote %s (%d GPU(s) on %d node(s))" % (write_path, len(result.gpus),
                                                                        len(result.nodes)), err=True)
     else:
-        click.echo(text, nl=False)
+        render.echo(text, nl=False)

@@ -73,10 +73,12 @@ def plan_table(result):
             seen.setdefault(text, []).append(host)
         for text, hosts in seen.items():
             unique = sorted(set(hosts), key=hosts.index)
-            where = unique[0] if len(unique) == 1 else "%s (+%d more)" % (unique[0], len(unique) - 1)
-            lines.append("  %s: %s" % (where, text))
+            where = render.escape(unique[0]) if len(unique) == 1 else "%s (+%d more)" % (
+                render.escape(unique[0]), len(unique) - 1)
+            lines.append("  %s: %s" % (where, render.escape(text)))
     if result.get("skipped_hosts"):
-        lines.append("Skipped (no gpuprov_ variables): %s" % ", ".join(result["skipped_hosts"]))
+        lines.append("Skipped (no gpuprov_ variables): %s"
+                     % ", ".join(render.escape(host) for host in result["skipped_hosts"]))
     warnings = [(host, w) for host, plan in result["nodes"].items() for w in plan["warnings"]]
     if warnings:
         lines.append("")
@@ -85,29 +87,31 @@ def plan_table(result):
         for host, warning in warnings:
             seen.setdefault(warning, []).append(host)
         for warning, hosts in seen.items():
-            where = hosts[0] if len(hosts) == 1 else "%s (+%d more)" % (hosts[0], len(hosts) - 1)
-            lines.append("  %s: %s" % (where, warning))
+            where = render.escape(hosts[0]) if len(hosts) == 1 else "%s (+%d more)" % (
+                render.escape(hosts[0]), len(hosts) - 1)
+            lines.append("  %s: %s" % (where, render.escape(warning)))
     return "\n".join(lines)
 
 
-def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
+def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None, reading=None):
     """Plans for the inventory, or exit 2 with every problem listed.
 
     ``vault``: options.Vault; ``extra_vars``: -e items, which override the inventory's
-    variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog.
+    variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog;
+    ``reading``: options.Reading (time budget, environment variables lookups may read).
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import InventoryError
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
     from gpuprov.planning import ExtraVarsError, PlanningFailed, parse_extra_vars, plan_inventory
 
     try:
         variables = parse_extra_vars(extra_vars)
         return plan_inventory(list(inventory), limit, vault=vault.reader_options() if vault else None,
-                              extra_vars=variables, catalog_file=catalog_file)
+                              extra_vars=variables, catalog_file=catalog_file,
+                              reading=reading.reader_options() if reading else None)
     except ExtraVarsError as exc:
-        fail_bad_input([escape(exc)])
+        fail_bad_input([exc])
     except InventoryError as exc:
-        fail_bad_input([escape(exc)])
+        fail_bad_input([exc])
     except PlanningFailed as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was planned or changed:"
                        % len(exc.problems))
@@ -115,10 +119,12 @@ def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None):
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @options.output_option(["table", "yaml", "json"],
                        help_text="table for people; json/yaml for tools (see the JSON contract in the README).")
-def plan(inventory, limit, vault, catalog_file, output):
+@options.trust_ansible_cfg_option
+def plan(inventory, limit, vault, reading, catalog_file, output):
     """Render and validate every node's plan from the inventory, offline.
 
     Reads the inventory with Ansible's own InventoryManager (group_vars, host_vars and
@@ -130,5 +136,5 @@ def plan(inventory, limit, vault, catalog_file, output):
     Exit status: 0 when every node plans; 2 on bad input, with every problem listed as
     `HOST: FIELD: reason`.
     """
-    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
     render.emit(fleet.result, output, plan_table)

@@ -10,6 +10,7 @@ from gpuprov import options, render
 from gpuprov.cmd_diagnose import ClusterError, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 from gpuprov.diagnose.snapshot_loader import _read_json as read_json
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import parse_decimal
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 
 
@@ -52,11 +53,12 @@ def render_table(report):
         lines.append("%d place(s) where %s GiB (isolation %s) fits now" % (len(rows), _gib(fits["memory_gib"]),
                                                                        fits["isolation"]))
     for note in report["notes"]:
-        lines.append("Note: %s" % note)
+        lines.append("Note: %s" % render.escape(note))
     return "\n".join(lines)
 
 
 @click.command("pool")
+@options.trust_ansible_cfg_option
 @click.option("--snapshot", "snapshot_dir", metavar="DIR",
               help="Folder with nodes.json and pods.json (kubectl get ... -o json), optional facts/<node>.json.")
 @click.option("--kubeconfig", metavar="FILE", help="Live mode: this kubeconfig (default $KUBECONFIG or ~/.kube/config).")
@@ -82,8 +84,11 @@ def pool(snapshot_dir, kubeconfig, context, fits_memory, isolation, output):
     if fits_memory is not None:
         try:
             # The unit rules of `gpuprov fit` workloads: a bare number is GiB, 20GB is 10^9 bytes.
-            need = workload_memory_mib(float(fits_memory) if fits_memory.replace(".", "", 1).isdigit()
-                                       else fits_memory)
+            try:
+                size = parse_decimal(fits_memory.strip(" "))
+            except ValueError:
+                size = fits_memory
+            need = workload_memory_mib(size)
         except ValueError as error:
             problems.append("--fits: %s" % error)
     if isolation and fits_memory is None:
@@ -97,14 +102,14 @@ def pool(snapshot_dir, kubeconfig, context, fits_memory, isolation, output):
     except diag.SnapshotError as error:
         fail_bad_input(error.problems, header="gpuprov pool: cannot use this input:")
     except ClusterError as error:
-        click.echo("gpuprov pool: %s" % error, err=True)
+        render.echo("gpuprov pool: %s" % error, err=True)
         raise SystemExit(EXIT_FAILED) from None
     report = capacity.pool(snapshot)
     if need is not None:
         report = capacity.fits(report, need, isolation)
     if output == "json":
-        click.echo(json.dumps(report, indent=2))
+        render.echo(json.dumps(report, indent=2))
     else:
-        click.echo(render_table(report))
+        render.echo(render_table(report))
     if need is not None and not report["nodes"]:
         raise SystemExit(EXIT_FAILED)

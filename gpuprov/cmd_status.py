@@ -59,12 +59,13 @@ def status_table(result):
 
 @click.command()
 @options.inventory_options
+@options.reading_options
 @options.catalog_option
 @options.output_option(["table", "json"],
                        help_text="table for people; json for tools (Ansible's progress then goes to stderr).")
 @click.option("-f", "--forks", type=click.IntRange(1, 500), help="Nodes read at once (ansible-playbook --forks).")
 @options.extra_vars_option
-def status(inventory, limit, vault, catalog_file, output, forks, extra_vars):
+def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_vars):
     """Check that every node is still what its plan says, changing nothing.
 
     Plans every node as `gpuprov plan` does, then reads each one over Ansible in check mode
@@ -84,7 +85,7 @@ def status(inventory, limit, vault, catalog_file, output, forks, extra_vars):
     Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
     read; 2 bad input.
     """
-    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file)
+    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file, reading=reading)
     if not fleet.nodes:
         fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
     extra_args = vault.playbook_args()
@@ -105,12 +106,12 @@ def status(inventory, limit, vault, catalog_file, output, forks, extra_vars):
     for host, node in nodes.items():
         node["node_name"] = fleet.nodes[host].get("node_name", host)
     if rc != 0 and not (summary or {}).get("nodes"):
-        click.echo("ansible-playbook exited with %d before any node was read" % rc, err=True)
+        render.echo("ansible-playbook exited with %d before any node was read" % rc, err=True)
     result = {"nodes": nodes, "summary": summarize(nodes)}
     if output == "json":
-        click.echo(render.to_json(result))
+        render.echo(render.to_json(result))
     else:
-        click.echo("")
-        click.echo(status_table(result))
+        render.echo("")
+        render.echo(status_table(result))
     in_sync = all(node["status"] == IN_SYNC for node in nodes.values())
     raise SystemExit(EXIT_OK if in_sync and nodes else EXIT_FAILED)

@@ -6,12 +6,14 @@ import time
 
 import click
 
-from gpuprov import options
+from gpuprov import options, render
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 
 
 @click.command("top")
 @options.inventory_options
+@options.reading_options
+@options.trust_ansible_cfg_option
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(0.5, 60), metavar="SECONDS",
               help="Seconds between samples on each node.")
 @click.option("--once", is_flag=True, help="Print one sample of every node and exit (for scripts).")
@@ -21,7 +23,7 @@ from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
               help="known_hosts file(s) to check host keys against (default: the inventory's "
                    "UserKnownHostsFile, else ~/.ssh/known_hosts). Repeatable.")
 @options.output_option(["table", "json"], help_text="table: a live view for people; json: one sample (with --once).")
-def top(inventory, limit, vault, interval, once, frames, known_hosts, output):
+def top(inventory, limit, vault, reading, interval, once, frames, known_hosts, output):
     """Show utilisation, memory and processes of every GPU and MIG instance, live.
 
     Opens one SSH session per node with paramiko (the inventory's ansible_host,
@@ -47,7 +49,8 @@ def top(inventory, limit, vault, interval, once, frames, known_hosts, output):
     if problems:
         fail_bad_input(problems, header="gpuprov top: cannot start:")
     try:
-        targets = connections.load_targets(list(inventory), limit, list(known_hosts), vault=vault.reader_options())
+        targets = connections.load_targets(list(inventory), limit, list(known_hosts), vault=vault.reader_options(),
+                                               reading=reading.reader_options())
     except InventoryError as error:
         fail_bad_input(str(error).splitlines(), header="gpuprov top: cannot read the inventory:")
     streams = {t.name: connections.Stream(t, interval).start() for t in targets}
@@ -65,15 +68,15 @@ def top(inventory, limit, vault, interval, once, frames, known_hosts, output):
         while True:
             result = view.report({name: stream.snapshot() for name, stream in streams.items()})
             if output == "json":
-                click.echo(json.dumps(result, indent=2))
+                render.echo(json.dumps(result, indent=2))
             else:
                 if live:
-                    click.echo("\x1b[H\x1b[2J", nl=False)      # home + clear, as top does
-                click.echo("gpuprov top  %s  every %gs%s" % (time.strftime("%H:%M:%S"), interval,
+                    render.clear_screen()
+                render.echo("gpuprov top  %s  every %gs%s" % (time.strftime("%H:%M:%S"), interval,
                                                              "  (Ctrl-C quits)" if live else ""))
-                click.echo(view.table(result))
+                render.echo(view.table(result))
                 if not live:
-                    click.echo("")
+                    render.echo("")
             shown += 1
             if once or (frames and shown >= frames):
                 break

@@ -134,7 +134,7 @@ def trial(inventory, vault, catalog_file, node, slos, steps, window, prometheus_
 
 
 def _say(text):
-    click.echo("gpuprov trial: %s" % text, err=True)
+    render.echo("gpuprov trial: %s" % text, err=True)
 
 
 def _run(plan, inventory, vault, catalog_file, kubeconfig, kube_context, client, histograms, objectives,
@@ -158,7 +158,7 @@ def _run(plan, inventory, vault, catalog_file, kubeconfig, kube_context, client,
     except TrialRefused as exc:
         if exc.interrupted:
             for problem in exc.problems:
-                click.echo("gpuprov trial: %s" % problem, err=True)
+                render.echo("gpuprov trial: %s" % problem, err=True)
             return EXIT_INTERRUPTED
         fail_bad_input(exc.problems, header="gpuprov trial: %s:" % plan.node)
 
@@ -181,9 +181,9 @@ def _run(plan, inventory, vault, catalog_file, kubeconfig, kube_context, client,
         except OSError as exc:
             result.notes.append("%s: cannot write the report: %s" % (report_path, exc.strerror or exc))
     if output == "json":
-        click.echo(render.to_json(report.as_dict(result, fit), depth=1))
+        render.echo(render.to_json(report.as_dict(result, fit), depth=1))
     else:
-        click.echo(report.text(result, fit, written))
+        render.echo(report.text(result, fit, written))
     if result.outcome == OUTCOME_FOUND and result.restored is not False:
         return EXIT_OK
     if result.outcome == OUTCOME_INTERRUPTED:

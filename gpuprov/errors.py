@@ -1,8 +1,6 @@
 """Errors the CLI reports without a traceback."""
 import sys
 
-import click
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -10,8 +8,11 @@ EXIT_BAD_INPUT = 2
 
 def fail_bad_input(problems, header=None):
     """Print every problem (one `HOST: FIELD: reason` line each) and exit 2."""
+    from gpuprov.render import echo, escape
+
     if header:
-        click.echo(header, err=True)
+        echo(escape(header), err=True)
     for problem in problems:
-        click.echo(str(problem), err=True)
+        # Each problem is one line: a newline inside it is escaped, not printed.
+        echo(escape(problem), err=True)
     sys.exit(EXIT_BAD_INPUT)

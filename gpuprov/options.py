@@ -8,6 +8,10 @@
   every command that prints results offers json. Folders are ``--output-dir``.
 * ``--catalog FILE``: GPU models added to the built-in catalog, on every command that plans
   or looks models up (plan, export, apply, status, fit, catalog).
+* ``--time-budget SECONDS`` and ``--allow-env NAME``: how an inventory is read in-process
+  (plan, export, apply, status, top); the command receives one ``reading`` argument.
+* ``--trust-ansible-cfg``: on the commands that run no playbook, let the working folder's
+  ansible.cfg bring plugins and collections (see gpuprov/ansible_config.py).
 """
 import functools
 
@@ -34,6 +38,70 @@ catalog_option = click.option(
 playbook_extra_vars_option = click.option(
     "-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|@FILE|JSON",
     help="Passed to ansible-playbook -e (e.g. gpuprov_baseline_dir). Repeatable.")
+
+
+class Seconds(click.ParamType):
+    """A positive number of seconds up to ``maximum``, written in ASCII digits."""
+
+    name = "seconds"
+
+    def __init__(self, maximum):
+        self.maximum = maximum
+
+    def convert(self, value, param, ctx):
+        from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import parse_decimal
+
+        try:
+            seconds = value if isinstance(value, (int, float)) else parse_decimal(str(value), "seconds")
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if not 0 < seconds <= self.maximum:
+            self.fail("must be above 0 and at most %g seconds, got %r" % (self.maximum, value), param, ctx)
+        return seconds
+
+
+class Reading:
+    """How the inventory is read in-process: the time budget of the whole read and the
+    environment variables lookup('env') may read besides GPUPROV_*."""
+
+    def __init__(self, time_budget=None, allow_env=()):
+        self.time_budget = time_budget
+        self.allow_env = tuple(allow_env or ())
+
+    def reader_options(self):
+        from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import ReadOptions
+
+        return ReadOptions(self.time_budget, self.allow_env)
+
+
+def reading_options(command):
+    """Add --time-budget and --allow-env; the command gets ``reading``."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        kwargs["reading"] = Reading(kwargs.pop("time_budget"), kwargs.pop("allow_env"))
+        return command(*args, **kwargs)
+
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import inventory_limits
+
+    wrapper = click.option(
+        "--allow-env", "allow_env", multiple=True, metavar="NAME",
+        help="An environment variable the inventory's lookup('env') may read (besides GPUPROV_*). Repeatable.")(wrapper)
+    wrapper = click.option(
+        "--time-budget", "time_budget", type=Seconds(inventory_limits.MAX_BUDGET_SECONDS), metavar="SECONDS",
+        help="Time the whole inventory read may take, templates included (default %d s)."
+             % inventory_limits.DEFAULT_BUDGET_SECONDS)(wrapper)
+    return wrapper
+
+
+# Read by the command group before the command's module is imported (gpuprov/cli.py): the
+# working folder's ansible.cfg decides which collection code an import loads.
+TRUST_ANSIBLE_CFG = "--trust-ansible-cfg"
+
+trust_ansible_cfg_option = click.option(
+    TRUST_ANSIBLE_CFG, "trust_ansible_cfg", is_flag=True, expose_value=False,
+    help="Use the plugin and collection settings of ./ansible.cfg too (they bring code the command would run); "
+         "without it they are refused, as the repository may not be yours.")
 
 
 class Vault:

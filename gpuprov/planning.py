@@ -1,4 +1,5 @@
 """Inventory -> validated plans: the glue every command that needs plans shares."""
+import re
 import time
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as intent_mod
@@ -81,19 +82,22 @@ def load_user_catalog(path):
         raise PlanningFailed(exc.problems)
 
 
-def plan_inventory(sources, limit=None, vault=None, extra_vars=None, catalog_file=None):
+def plan_inventory(sources, limit=None, vault=None, extra_vars=None, catalog_file=None, reading=None):
     """Read the inventory with Ansible's InventoryManager and plan every GPU node.
 
     ``vault``: inventory_mod.VaultOptions; ``extra_vars``: variables that override the
-    inventory's, as ansible-playbook -e does (so `apply -e` plans what it runs).
+    inventory's, as ansible-playbook -e does (so `apply -e` plans what it runs);
+    ``reading``: inventory_mod.ReadOptions.
     Raises inventory_mod.InventoryError for an unreadable inventory and PlanningFailed with
     every problem found (not only the first) for bad GPU settings.
     """
     started = time.monotonic()
     user_models = load_user_catalog(catalog_file)
-    hosts, skipped = inventory_mod.load_inventory(sources, limit, vault=vault, extra_vars=extra_vars)
+    hosts, skipped = inventory_mod.load_inventory(sources, limit, vault=vault, extra_vars=extra_vars,
+                                                  reading=reading)
     intents, problems = [], []
     file_cache = {}
+    intents_cache = intent_mod.IntentCache()
     secrets = []
     for host_vars in hosts:
         secrets.extend(host_vars.secrets)
@@ -102,8 +106,8 @@ def plan_inventory(sources, limit=None, vault=None, extra_vars=None, catalog_fil
             # repeat it ("gpuprov_gpu_model: required"), so its render problems stand alone.
             problems.extend(intent_mod.Problem(host_vars.host, name, reason) for name, reason in host_vars.problems)
             continue
-        node_intent, node_problems = intent_mod.parse_intent(host_vars.host, host_vars.variables, host_vars.base_dir,
-                                                             file_cache, user_models)
+        node_intent, node_problems = intents_cache.parse(host_vars.host, host_vars.variables, host_vars.base_dir,
+                                                         file_cache, user_models, host_vars.roots)
         problems.extend(node_problems)
         if node_intent is not None:
             intents.append(node_intent)
@@ -113,9 +117,40 @@ def plan_inventory(sources, limit=None, vault=None, extra_vars=None, catalog_fil
         # Inventory order, so each host's problems read together whatever step found them.
         order = dict((h.host, i) for i, h in enumerate(hosts))
         problems.sort(key=lambda p: order.get(p.host, len(order)))
+        looked_up = dict((h.host, h.looked_up) for h in hosts if h.looked_up)
+        for problem in problems:
+            hide_looked_up(problem, looked_up.get(problem.host))
         raise PlanningFailed([redact(str(p), secrets) for p in problems])
     result["skipped_hosts"] = skipped
     return FleetPlan(result, skipped, time.monotonic() - started)
+
+
+# A value as messages quote it: repr() (intent.short), cut or not.
+_QUOTED = re.compile(r"""'(?:[^'\\\n]|\\.)*(?:'|\.\.\.\(\d+ characters\))"""
+                     r"""|"(?:[^"\\\n]|\\.)*(?:"|\.\.\.\(\d+ characters\))""", re.ASCII)
+HIDDEN = "<looked up>"
+
+
+def hide_looked_up(problem, looked_up):
+    """A problem about a variable whose value came from lookup('file') or lookup('env')
+    names the lookups and shows no value: every quoted value in the reason, and the
+    looked-up text wherever it appears, are left out."""
+    if not looked_up:
+        return
+    field = str(problem.field)
+    used = [lookups for name, lookups in looked_up.items()
+            if field == name or field.startswith(name + ".") or field.startswith(name + "[")]
+    if not used:
+        return
+    reason = _QUOTED.sub(HIDDEN, str(problem.reason))
+    for lookups in used:
+        for _, _, value in lookups:
+            for text in set((value, value.strip())):
+                if len(text) >= 4:
+                    reason = reason.replace(text, HIDDEN)
+    names = ", ".join(sorted(set("lookup(%r, %r)" % (kind, term[:100]) for lookups in used
+                                 for kind, term, _ in lookups)))
+    problem.reason = "%s (the value comes from %s and is not shown)" % (reason, names)
 
 
 def redact(text, secrets):

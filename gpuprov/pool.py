@@ -17,16 +17,17 @@ pod's alone) and soft for replicas of time-slicing or MPS.
 """
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import digits_value
 from gpuprov.diagnose.sizing import MIB_PER_GIB, gpu_model
 
 SCHEMA = "gpuprov.pool/v1"
-_MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(?P<profile>\d+g\.\d+gb(\+me)?)$")
-_PROFILE_GB = re.compile(r"\.(\d+)gb")
+_MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(?P<profile>\d+g\.\d+gb(\+me)?)\Z", re.ASCII)
+_PROFILE_GB = re.compile(r"\.(\d+)gb", re.ASCII)
 
 
 def _int_label(labels, key):
     value = labels.get(key, "")
-    return int(value) if value.isdigit() else None
+    return digits_value(value)
 
 
 def _model(node, facts):

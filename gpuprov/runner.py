@@ -6,6 +6,8 @@ import subprocess
 import sys
 import tempfile
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import is_digits
+
 CALLBACK = "gpuprov.gpu.progress"
 
 
@@ -27,10 +29,10 @@ def parse_waves(text):
         part = part.strip()
         if part.endswith("%"):
             number = part[:-1]
-            if not number.isdigit() or not 0 < int(number) <= 100:
+            if not is_digits(number) or len(number) > 3 or not 0 < int(number) <= 100:
                 raise ValueError("wave %r: a percentage must be 1%%..100%%" % part)
             waves.append(part)
-        elif part.isdigit() and int(part) > 0:
+        elif is_digits(part) and len(part) <= 9 and int(part) > 0:
             waves.append(int(part))
         else:
             raise ValueError("wave %r: use a node count (1) or a percentage (10%%)" % part)

@@ -174,6 +174,9 @@ stage "Go peers: build (tests/peers)" python tests/peers/build.py
 stage "pytest: collection unit tests" run_pytest collections/ansible_collections/gpuprov/gpu/tests/unit
 stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
+# plan against ansible-inventory --list, time and peak memory, at a size CI runs in seconds
+# (the bench's targets for that size); 2,000 and 10,000 nodes run by hand.
+stage "bench/plan_scale (check, 500 nodes)" python bench/plan_scale.py --sizes 500 --repeat 2
 # Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping,
 # with the bench's targets (ratios, tasks per node); the full sizes run by hand.
 stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 2

@@ -75,7 +75,9 @@ def test_host_mps_already_as_planned_needs_no_drain(tmp_path):
     """The opt-in converges the daemon; the next run without a kubeconfig finds nothing
     disruptive to do (the check-mode probe reads the daemon as planned) and passes."""
     paths = {"gpu_mps_unit_dir": str(tmp_path / "units"), "gpu_mps_env_dir": str(tmp_path / "default"),
-             "gpu_mps_pipe_directory": str(tmp_path / "mps-pipe"), "gpu_mps_log_directory": str(tmp_path / "mps-log")}
+             "gpu_mps_pipe_directory": str(tmp_path / "mps-pipe"), "gpu_mps_log_directory": str(tmp_path / "mps-log"),
+             "gpu_mps_start_program": str(tmp_path / "libexec" / "gpuprov-mps-start"),
+             "gpu_mps_lib_dir": str(tmp_path / "lib"), "gpu_mps_start_config": str(tmp_path / "etc" / "mps.json")}
     os.makedirs(paths["gpu_mps_unit_dir"])
     os.makedirs(paths["gpu_mps_env_dir"])
     proc, before, after = _run(tmp_path, "L40S", HOST_MPS, gpuprov_allow_undrained=True, **paths)

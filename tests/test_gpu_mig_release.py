@@ -1,10 +1,12 @@
 """The gpu_mig role releases what holds a GPU around a MIG change, on a local fake node.
 
-The node's A100 is held by a running nvidia-persistenced (a systemd unit of the fake
-systemctl) and by a device-plugin pod's process; the fake cluster runs that pod with the
-pause affinity gpuprov's charts carry. A GPU reset, and the driver's own reset inside
-nvmlDeviceSetMigMode, fail while either holds the GPU, so the MIG change only succeeds when
-the role stops the service, pauses the operands, and starts/unpauses them afterwards.
+The node's A100 is held by a running DCGM (nvidia-dcgm, a systemd unit of the fake systemctl)
+and by a device-plugin pod's process; the fake cluster runs that pod with the pause affinity
+gpuprov's charts carry. A GPU reset fails while either holds the GPU, so the MIG change only
+succeeds when the role stops the service, pauses the operands, and starts/unpauses them
+afterwards. nvidia-persistenced runs too, as on every DGX: it keeps the driver's own reset
+inside nvmlDeviceSetMigMode from applying the change, but nvidia-smi -r has it let go of the
+GPU, so the role leaves it running (mig-parted's hooks never stop it either).
 """
 import json
 import os
@@ -28,6 +30,7 @@ PLAYBOOK = shutil.which("ansible-playbook", path=os.path.dirname(sys.executable)
 pytestmark = pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed beside this Python")
 
 PERSISTENCED = "nvidia-persistenced.service"
+DCGM = "nvidia-dcgm.service"
 POD = "nvidia-device-plugin/nvidia-device-plugin-abcde"
 MIG = {"strategy": "mig", "mig": {"config": "all-1g.10gb"}}
 
@@ -47,13 +50,18 @@ class HeldNode:
         self.call_log = str(root / "calls.jsonl")
         self.pod = subprocess.Popen(["sleep", "600"])  # the device plugin's process
         state = fake_pynvml.new_state(gpus=[("A100-80GB", 1)])
+        socket = root / "run" / "nvidia-persistenced" / "socket"
+        socket.parent.mkdir(parents=True)
+        socket.write_text("")
         state["holders"] = [
-            {"name": "nvidia-persistenced", "unit": PERSISTENCED, "persistence": True},
+            {"name": "nvidia-persistenced", "unit": PERSISTENCED, "persistence": True, "socket": str(socket)},
+            {"name": "nvidia-dcgm", "unit": DCGM},
             {"name": "nvidia-device-plugin pod", "pid": self.pod.pid},
         ]
         fake_pynvml.save_state(state, self.nvml_state)
         with open(self.systemd_state, "w") as handle:
-            json.dump({"units": {PERSISTENCED: {"active": True, "enabled": True}}}, handle)
+            json.dump({"units": {PERSISTENCED: {"active": True, "enabled": True},
+                                 DCGM: {"active": True, "enabled": True}}}, handle)
         labels = {"feature.node.kubernetes.io/pci-10de.present": "true"}
         pods = {POD: {"nodeName": "localhost", "holder_pid": self.pod.pid,
                       "owner": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
@@ -101,8 +109,11 @@ class HeldNode:
         return fake_pynvml.load_state(self.nvml_state)["gpus"][0]
 
     def persistenced_active(self):
+        return self.unit_active(PERSISTENCED)
+
+    def unit_active(self, unit):
         with open(self.systemd_state) as handle:
-            return json.load(handle)["units"][PERSISTENCED]["active"]
+            return json.load(handle)["units"][unit]["active"]
 
     def cluster(self):
         with open(self.k8s_state) as handle:
@@ -143,7 +154,7 @@ def _steps(calls):
 def test_check_mode_releases_nothing(node):
     proc = node.converge(check=True)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert node.persistenced_active() and node.pod.poll() is None
+    assert node.persistenced_active() and node.unit_active(DCGM) and node.pod.poll() is None
     assert "gpuprov.io/gpu-operands" not in node.cluster()["nodes"]["localhost"]["labels"]
     assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, False)
 
@@ -153,10 +164,12 @@ def test_mig_change_releases_and_restores_the_gpu_holders(node):
     assert proc.returncode == 0, proc.stdout[-6000:]
     gpu = node.gpu()
     assert gpu["mig_current"] is True and len(gpu["gpu_instances"]) == 7
-    # Paused operands before stopping the host service; both restored afterwards.
-    assert _steps(node.calls()) == ["label paused", "stop %s" % PERSISTENCED, "start %s" % PERSISTENCED,
-                                    "label None"]
-    assert node.persistenced_active()
+    # Paused operands before stopping the host service; both restored afterwards. The reset
+    # went ahead with nvidia-persistenced running: the role never stopped it.
+    assert _steps(node.calls()) == ["label paused", "stop %s" % DCGM, "start %s" % DCGM, "label None"]
+    assert node.persistenced_active() and node.unit_active(DCGM)
+    assert [c["argv"] for c in node.calls() if c["tool"] == "nvidia-smi"] == [
+        ["nvidia-smi", "-r", "-i", node.gpu()["pci_bus_id"]]]
     cluster_state = node.cluster()
     assert "gpuprov.io/gpu-operands" not in cluster_state["nodes"]["localhost"]["labels"]
     assert POD not in cluster_state["pods"]  # the DaemonSet controller took it off the node
@@ -170,30 +183,39 @@ def test_mig_change_releases_and_restores_the_gpu_holders(node):
 
 
 def test_without_releasing_the_holders_the_change_fails_and_services_come_back(node):
-    # gpuprov told to leave persistenced alone, and no cluster access: the GPU stays held.
+    # gpuprov told to leave DCGM alone, and no cluster access: the GPU stays held.
     proc = node.converge({"gpu_mig_host_services": [], "gpuprov_kubeconfig": ""})
     assert proc.returncode != 0
     assert "In use by another client" in proc.stdout or "in use by another process" in proc.stdout
     assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, True)
-    assert node.persistenced_active() and node.pod.poll() is None
+    assert node.persistenced_active() and node.unit_active(DCGM) and node.pod.poll() is None
+
+
+@pytest.mark.parametrize("unit", [PERSISTENCED, "nvidia-fabricmanager"])
+def test_persistenced_and_fabric_manager_are_refused_as_holders_before_any_change(node, unit):
+    proc = node.converge({"gpu_mig_host_services": [DCGM, unit]})
+    assert proc.returncode != 0
+    text = " ".join(proc.stdout.split())
+    assert "localhost: gpu_mig_host_services: %s must keep running around a MIG change" % unit in text
+    assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, False)
+    assert _steps(node.calls()) == []
 
 
 def test_a_failed_change_still_starts_services_and_unpauses(node):
-    # A holder the role does not know about (DCGM outside gpu_mig_host_services) keeps the
+    # A holder the role does not know about (nvsm outside gpu_mig_host_services) keeps the
     # GPU busy: the change fails, and what the role stopped and paused is restored anyway.
     with fake_pynvml.mutate_state(node.nvml_state) as state:
-        state["holders"].append({"name": "dcgm", "unit": "dcgm.service"})
+        state["holders"].append({"name": "nvsm", "unit": "nvsm.service"})
     with open(node.systemd_state) as handle:
         systemd = json.load(handle)
-    systemd["units"]["dcgm.service"] = {"active": True, "enabled": True}
+    systemd["units"]["nvsm.service"] = {"active": True, "enabled": True}
     with open(node.systemd_state, "w") as handle:
         json.dump(systemd, handle)
-    proc = node.converge({"gpu_mig_host_services": [PERSISTENCED]})
+    proc = node.converge({"gpu_mig_host_services": [DCGM]})
     assert proc.returncode != 0
-    assert "dcgm" in proc.stdout
-    assert _steps(node.calls()) == ["label paused", "stop %s" % PERSISTENCED, "start %s" % PERSISTENCED,
-                                    "label None"]
-    assert node.persistenced_active()
+    assert "nvsm" in proc.stdout
+    assert _steps(node.calls()) == ["label paused", "stop %s" % DCGM, "start %s" % DCGM, "label None"]
+    assert node.persistenced_active() and node.unit_active(DCGM)
     assert "gpuprov.io/gpu-operands" not in node.cluster()["nodes"]["localhost"]["labels"]
 
 
@@ -244,7 +266,7 @@ def test_an_operand_that_does_not_leave_stops_the_role_naming_it(node):
     assert "localhost: after 3s these pods still run on node localhost and hold its GPUs: %s." % POD in text
     assert "Nothing on the GPUs was changed." in text
     assert (node.gpu()["mig_current"], node.gpu()["mig_pending"]) == (False, False)
-    assert _steps(node.calls()) == ["label paused", "label None"]  # persistenced never stopped
+    assert _steps(node.calls()) == ["label paused", "label None"]  # DCGM never stopped
     assert node.persistenced_active() and node.pod.poll() is None
 
 

@@ -191,8 +191,8 @@ def test_a_vaulted_value_is_never_printed(gpuprov, tmp_path):
 # plans or looks GPU models up (the subcommands of baseline each count).
 INVENTORY_COMMANDS = [("plan",), ("apply",), ("status",), ("export",), ("baseline", "record"),
                       ("baseline", "start"), ("baseline", "collect"), ("baseline", "stop"), ("top",)]
-OUTPUT_COMMANDS = INVENTORY_COMMANDS + [("catalog",), ("fit",), ("diagnose",), ("pool",)]
-CATALOG_COMMANDS = [("plan",), ("export",), ("apply",), ("status",), ("fit",), ("catalog",)]
+OUTPUT_COMMANDS = INVENTORY_COMMANDS + [("catalog",), ("fit",), ("diagnose",), ("pool",), ("trial",)]
+CATALOG_COMMANDS = [("plan",), ("export",), ("apply",), ("status",), ("fit",), ("catalog",), ("trial",)]
 
 
 @pytest.mark.parametrize("command", INVENTORY_COMMANDS, ids=" ".join)
@@ -201,6 +201,18 @@ def test_every_command_reading_an_inventory_takes_the_vault_options(gpuprov, com
     assert code == 0
     for option in ("--vault-id", "--vault-password-file", "--ask-vault-pass", "-i, --inventory", "-l, --limit"):
         assert option in out, (command, option)
+
+
+def test_trial_reads_its_inventory_with_the_vault_options_and_one_node():
+    """trial converges one canary (--node), so it has no --limit; the rest is shared."""
+    from click.testing import CliRunner
+
+    from gpuprov.cli import cli
+
+    out = CliRunner().invoke(cli, ["trial", "--help"]).output
+    for option in ("--vault-id", "--vault-password-file", "--ask-vault-pass", "-i, --inventory", "--node HOST"):
+        assert option in out, option
+    assert "-l, --limit" not in out
 
 
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS, ids=" ".join)
@@ -508,17 +520,29 @@ def test_runner_keeps_the_summary_in_a_0700_folder(monkeypatch, tmp_path):
 
     seen = {}
 
-    def fake_run(argv, env, check, stdout):
-        path = env["GPUPROV_SUMMARY_FILE"]
-        seen["mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
-        with open(path, "w") as handle:
-            json.dump({"nodes": {"n1": {"status": "ok"}}}, handle)
+    class FakePopen:
+        """ansible-playbook as the runner starts it: writes its summary where it was told."""
 
-        class Done:
-            returncode = 0
-        return Done()
+        def __init__(self, argv, env=None, stdout=None, start_new_session=False):
+            path = env["GPUPROV_SUMMARY_FILE"]
+            seen["mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
+            with open(path, "w") as handle:
+                json.dump({"nodes": {"n1": {"status": "ok"}}}, handle)
+            self.returncode = 0
 
-    monkeypatch.setattr(runner.subprocess, "run", fake_run)
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return False
+
+        def wait(self):
+            return self.returncode
+
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(runner.subprocess, "Popen", FakePopen)
     monkeypatch.setattr(runner, "ansible_command", lambda name: "/bin/true")
     rc, summary = runner.run_playbook("pb.yml", ["inv"])
     assert seen["mode"] == 0o700

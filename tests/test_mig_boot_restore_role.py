@@ -167,11 +167,27 @@ def test_converge_installs_unit_program_code_and_state(node):
     assert recorded["gpus"][0]["pci_bus_id"] == fake_pynvml.load_state(node.nvml_state)["gpus"][0]["pci_bus_id"]
     directives = [line for line in node.unit_file.read_text().splitlines() if line and not line.startswith("#")]
     for wanted in ("Type=oneshot", "RemainAfterExit=yes", "After=nvidia-persistenced.service",
-                   "Wants=nvidia-persistenced.service", "Before=kubelet.service containerd.service docker.service",
+                   "Wants=nvidia-persistenced.service",
+                   "Before=nvidia-gpu-reset.target kubelet.service containerd.service docker.service",
                    "WantedBy=multi-user.target kubelet.service"):
         assert any(line.startswith(wanted) for line in directives), wanted
     # Optional for kubelet: nothing may make kubelet depend on the restore succeeding.
     assert not any(line.startswith(("Requires=", "RequiredBy=", "BindsTo=")) for line in directives)
+
+
+def test_unit_runs_after_fabric_manager_and_persistenced_and_before_the_gpu_clients(node):
+    # mig-parted v0.13.1 deployments/systemd/nvidia-mig-manager.service: After=
+    # nvidia-persistenced.service nvidia-fabricmanager.service, Before=nvidia-gpu-reset.target
+    # (which DCGM and nvsm wait for). A reset at boot needs Fabric Manager on HGX/DGX A100 and
+    # fails while the GPU clients already hold the GPUs.
+    node.converge(MIG)
+    directives = dict(line.split("=", 1) for line in node.unit_file.read_text().splitlines()
+                      if "=" in line and not line.startswith("#"))
+    assert set(directives["After"].split()) >= {"nvidia-persistenced.service", "nvidia-fabricmanager.service"}
+    assert set(directives["Before"].split()) >= {
+        "nvidia-gpu-reset.target", "kubelet.service", "nvidia-dcgm.service", "dcgm.service",
+        "dcgm-exporter.service", "nvsm.service"}
+    assert "nvidia-persistenced.service" not in directives["Before"].split()
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")

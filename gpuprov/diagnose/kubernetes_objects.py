@@ -2,12 +2,13 @@
 
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import digits_value
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
 from gpuprov.diagnose.snapshot import Node, Pod, SchedulingEvent, SnapshotError
 
 
 # Resource names that are GPUs: whole GPUs, renamed shared GPUs, MIG devices.
-_GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-[0-9a-z.+-]+)$")
+_GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu(\.shared)?|mig-[0-9a-z.+-]+)\Z")
 TERMINATED_PHASES = ("Succeeded", "Failed")
 
 
@@ -278,7 +279,8 @@ def parse_events(doc, source="events.json"):
             pod=involved["name"],
             message=str(message),
             time=_event_time(item),
-            count=int(count) if str(count).isdigit() else 1,
+            count=count if isinstance(count, int) and not isinstance(count, bool) and count > 0
+            else digits_value(str(count)) or 1,
         ))
     if problems:
         raise SnapshotError(problems)

@@ -3,6 +3,7 @@
 import math
 from dataclasses import dataclass, field
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import digits_value
 from gpuprov.diagnose.remedies import (
     allocation_remedy,
     application_note,
@@ -93,8 +94,8 @@ def node_state(node, pods_on_node, facts, samples):
             parent["mig_enabled"] = True
     gpus.sort(key=lambda gpu: gpu["index"])
     physical = len(gpus)
-    if not physical and node.labels.get("nvidia.com/gpu.count", "").isdigit():
-        physical = int(node.labels["nvidia.com/gpu.count"])
+    if not physical and digits_value(node.labels.get("nvidia.com/gpu.count", "")) is not None:
+        physical = digits_value(node.labels["nvidia.com/gpu.count"])
     whole = node.capacity.get("nvidia.com/gpu") or node.capacity.get("nvidia.com/gpu.shared") or 0
     if not physical:
         physical = whole

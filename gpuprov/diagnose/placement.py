@@ -1,5 +1,7 @@
 """Placement rules the scheduler applies (the subset that explains GPU pods)."""
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import signed_int
+
 
 # Taint effects that keep a pod off a node; PreferNoSchedule only scores it lower.
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -21,7 +23,8 @@ def _match_expression(expression, labels):
         return not present
     if operator in ("Gt", "Lt") and present and len(values) == 1:
         try:
-            left, right = int(labels[key]), int(values[0])
+            # As the scheduler reads them: strconv.ParseInt (k8s.io/component-helpers nodeaffinity).
+            left, right = signed_int(labels[key]), signed_int(values[0])
         except ValueError:
             return False
         return left > right if operator == "Gt" else left < right

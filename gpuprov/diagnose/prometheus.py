@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import digits_value, is_digits
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
 from gpuprov.diagnose.snapshot import UtilizationSample
 
@@ -48,7 +49,7 @@ MAX_POINTS = 720
 # average over the step, so a week read at 14-minute steps still counts every sample.
 AVERAGE_FROM_STEP = 60
 
-_DURATION = re.compile(r"^(\d{1,9})([smhdw])$")
+_DURATION = re.compile(r"^(\d{1,9})([smhdw])\Z", re.ASCII)
 # Longer than any Prometheus retention worth reading back (the default is 15 days).
 MAX_SINCE_SECONDS = 366 * 86400
 # An answer larger than this is refused, not read (a week of 720 points per series for a
@@ -234,14 +235,14 @@ def read(client, since_seconds, end=None, selector=""):
                 if key is None:
                     continue
                 gpu_label = labels.get("gpu", "")
-                if gpu_label.isdigit() and (len(gpu_label) > 3 or int(gpu_label) > MAX_GPU_INDEX):
+                if is_digits(gpu_label) and (len(gpu_label) > 3 or int(gpu_label) > MAX_GPU_INDEX):
                     skipped["series"] += 1
                     skipped["example"] = skipped["example"] or "GPU index %s" % gpu_label[:12]
                     continue
                 device = devices.setdefault(key, {
                     "node": key[0], "uuid": key[1], "gpu_instance_id": key[2], "index": None, "model": "",
                     "profile": "", "pods": set(), "points": {}, "fields": set()})
-                if labels.get("gpu", "").isdigit():
+                if is_digits(labels.get("gpu", "")):
                     device["index"] = int(labels["gpu"])
                 device["model"] = device["model"] or labels.get("modelName", "")
                 device["profile"] = device["profile"] or labels.get("GPU_I_PROFILE", "")
@@ -275,7 +276,7 @@ def read(client, since_seconds, end=None, selector=""):
     if devices and "dram_active" not in found:
         notes.append("no DCGM_FI_PROF_DRAM_ACTIVE series: the memory-bandwidth part of the memory check cannot run")
     result = []
-    for key in sorted(devices, key=lambda k: (k[0], k[1], int(k[2]) if k[2].isdigit() else -1)):
+    for key in sorted(devices, key=lambda k: (k[0], k[1], digits_value(k[2], -1))):
         device = devices.pop(key)
         device["sm_source"] = next((f for f in SM_SOURCES if f in device["fields"]), None)
         device["pods"] = sorted(device["pods"])

@@ -9,25 +9,25 @@ import re
 #  2 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node affinity/selector.
 #  preemption: 0/9 nodes are available: 2 No preemption victims found for incoming pod, ..."
 
-_MESSAGE_HEAD = re.compile(r"^\s*(\d+)/(\d+) nodes are available:?\s*(.*)$", re.S)
-_REASON_SPLIT = re.compile(r",\s+(?=\d+\s)")
+_MESSAGE_HEAD = re.compile(r"^\s*(\d+)/(\d+) nodes are available:?\s*(.*)\Z", re.S | re.ASCII)
+_REASON_SPLIT = re.compile(r",\s+(?=\d+\s)", re.ASCII)
 
 # (category, pattern) in the order they are tried; the first match names the reason.
 _REASON_PATTERNS = (
-    ("insufficient", re.compile(r"^Insufficient (?P<detail>\S+)$")),
-    ("cordoned", re.compile(r"^node\(s\) were unschedulable$")),
+    ("insufficient", re.compile(r"^Insufficient (?P<detail>\S+)\Z")),
+    ("cordoned", re.compile(r"^node\(s\) were unschedulable\Z")),
     ("cordoned", re.compile(r"^node\(s\) had (?:untolerated )?taint \{node\.kubernetes\.io/unschedulable: ?\}")),
     ("not-ready", re.compile(r"^node\(s\) had (?:untolerated )?taint "
                              r"\{node\.kubernetes\.io/(?:not-ready|unreachable)")),
     ("taint", re.compile(r"^node\(s\) had (?:untolerated )?taint (?P<detail>\{[^}]*\})")),
-    ("selector", re.compile(r"^node\(s\) didn't match Pod's node affinity(?:/selector)?$")),
-    ("selector", re.compile(r"^node\(s\) didn't match node selector$")),
+    ("selector", re.compile(r"^node\(s\) didn't match Pod's node affinity(?:/selector)?\Z")),
+    ("selector", re.compile(r"^node\(s\) didn't match node selector\Z")),
     ("pod-affinity", re.compile(r"^node\(s\) didn't (?:match pod (?:anti-)?affinity rules|satisfy existing pods "
                                 r"anti-affinity rules)")),
     ("topology-spread", re.compile(r"^node\(s\) didn't match pod topology spread constraints")),
     ("volume", re.compile(r"volume|persistent")),
     ("ports", re.compile(r"free ports")),
-    ("too-many-pods", re.compile(r"^Too many pods$")),
+    ("too-many-pods", re.compile(r"^Too many pods\Z")),
 )
 
 
@@ -45,7 +45,7 @@ def parse_scheduler_message(message):
     body = re.split(r"\.?\s+preemption:", body, maxsplit=1)[0].strip().rstrip(".")
     reasons = []
     for part in _REASON_SPLIT.split(body):
-        part_match = re.match(r"^(\d+)\s+(.*)$", part.strip())
+        part_match = re.match(r"^(\d+)\s+(.*)\Z", part.strip(), re.ASCII)
         if not part_match:
             continue
         count, text = int(part_match.group(1)), part_match.group(2).strip()

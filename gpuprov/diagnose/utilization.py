@@ -5,6 +5,7 @@ import io
 import math
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import ascii_float, digits_value, parse_int
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import nvidia_smi_mib
 from gpuprov.diagnose.snapshot import SnapshotError, UtilizationSample
 from gpuprov.diagnose.thresholds import (
@@ -20,7 +21,7 @@ from gpuprov.diagnose.thresholds import (
 UTILIZATION_FIELDS = ("timestamp", "index", "name", "memory.used", "memory.total", "utilization.gpu")
 NVIDIA_SMI_QUERY = ",".join(UTILIZATION_FIELDS)
 # nvidia-smi's own timestamp format, e.g. 2026/11/30 10:00:01.123
-_TIMESTAMP = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?$")
+_TIMESTAMP = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\Z", re.ASCII)
 _NOT_AVAILABLE = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]")
 
 
@@ -28,7 +29,7 @@ def _csv_number(text, where, problems, integer=False):
     if text in _NOT_AVAILABLE:
         return None
     try:
-        value = int(text) if integer else float(text)
+        value = parse_int(text.strip(" \t")) if integer else ascii_float(text)
     except ValueError:
         problems.append("%s: %r is not a number" % (where, text))
         return None
@@ -194,7 +195,7 @@ def summarise_utilization(samples):
     for sample in samples:
         by_index.setdefault((sample.index, sample.gpu_instance_id), []).append(sample)
     summaries = []
-    for key in sorted(by_index, key=lambda k: (k[0], int(k[1]) if k[1].isdigit() else -1)):
+    for key in sorted(by_index, key=lambda k: (k[0], digits_value(k[1], -1))):
         index, instance = key
         series = by_index[key]
         sm = [s.utilization_gpu for s in series if s.utilization_gpu is not None]

@@ -1,9 +1,11 @@
 """Reading and validating the fit input file into the model."""
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import finite_number
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, escape, short
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, short
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 from gpuprov.fit.model import AUTOSCALE_KEYS, FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
 from gpuprov.fit.units import parse_compute
@@ -16,6 +18,8 @@ MAX_REPLICAS = 1000
 MAX_COPIES = 5000
 MAX_POOL_GPUS = 100000
 MAX_NAME_LENGTH = 128
+MIN_CPU = 0.001
+MAX_CPU = 1024
 
 
 def _is_int(value):
@@ -208,9 +212,13 @@ def _parse_workloads(raw, problems):
             problems.append("%s: image: must be a container image reference, got %s" % (where, short(image)))
             ok = False
         cpu = entry.get("cpu")
-        if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not 0 < cpu <= 1024):
-            problems.append("%s: cpu: must be a number of CPU cores above 0, got %s" % (where, short(cpu)))
-            ok = False
+        if cpu is not None:
+            try:
+                # 1m is the smallest CPU amount Kubernetes has (resource.Quantity, 3 decimals).
+                finite_number(cpu, MIN_CPU, MAX_CPU, "a number of CPU cores")
+            except ValueError as exc:
+                problems.append("%s: cpu: %s" % (where, exc))
+                ok = False
         host_memory = entry.get("host_memory")
         if host_memory is not None:
             try:
@@ -231,7 +239,7 @@ def _parse_workloads(raw, problems):
 
 
 # A per-pod metric as the HPA names it (the custom metrics API; e.g. Prometheus Adapter's names).
-_METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_:.-]{0,252}$")
+_METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_:.-]{0,252}\Z")
 
 
 def _parse_autoscale(raw, where, replicas, problems):

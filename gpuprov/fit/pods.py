@@ -20,7 +20,7 @@ GPU than the packing planned.
 import math
 import re
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 from gpuprov.fit.report import item_resources
 from gpuprov.fit.units import MIB_PER_GIB
 

@@ -1,15 +1,21 @@
 """Units of the fit input: compute (fractions or MIG slices), and GiB as the report prints it."""
 
+import math
 import re
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import parse_decimal
 
 
 # Compute slices of the 7-slice MIG geometry; "3g" on a GPU without MIG means 3/7 of it.
 NON_MIG_COMPUTE_SLICES = 7
 
 EPS = 1e-9
+# The smallest share of a GPU a workload may ask for: 1 % (HAMi and the report count compute in
+# whole percent; 1e-300 of a GPU is no request).
+MIN_FRACTION = 0.01
 MIB_PER_GIB = 1024.0
-_SLICES_RE = re.compile(r"^\s*(\d+)\s*g\s*$", re.IGNORECASE)
-_PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*%\s*$")
+_SLICES_RE = re.compile(r"^\s*(\d+)\s*g\s*\Z", re.IGNORECASE | re.ASCII)
+_PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*%\s*\Z", re.ASCII)
 
 
 def gib_text(mib):
@@ -48,13 +54,13 @@ def parse_compute(value):
             return ("slices", count)
         percent = _PERCENT_RE.match(text)
         try:
-            fraction = float(percent.group(1)) / 100.0 if percent else float(text)
+            fraction = parse_decimal(percent.group(1)) / 100.0 if percent else parse_decimal(text.strip())
         except ValueError:
             raise ValueError("must be a fraction of a GPU (0.5, \"50%%\") or compute slices (\"3g\"), got %r"
                              % (value,)) from None
-    if not 0 < fraction <= 1:
-        raise ValueError("a fraction of a GPU must be above 0 and at most 1, got %r "
-                         "(for MIG compute slices write \"3g\")" % (value,))
+    if not math.isfinite(fraction) or not MIN_FRACTION <= fraction <= 1:
+        raise ValueError("a fraction of a GPU must be from %g (1 %%) to 1, got %r "
+                         "(for MIG compute slices write \"3g\")" % (MIN_FRACTION, value))
     return ("fraction", fraction)
 
 

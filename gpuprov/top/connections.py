@@ -18,7 +18,7 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import Inven
 
 from gpuprov.top.node_script import SCRIPT, BadLine, parse_line
 
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@-]+$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@-]+\Z")
 _KNOWN_HOSTS_ARG = re.compile(r"UserKnownHostsFile=(\S+)")
 
 
@@ -34,17 +34,18 @@ CONNECTION_VARS = ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_
                    "ansible_ssh_extra_args")
 
 
-def load_targets(sources, limit=None, known_hosts=None, vault=None):
+def load_targets(sources, limit=None, known_hosts=None, vault=None, reading=None):
     """[Target] for the hosts of the inventory (matching limit). InventoryError on bad input.
 
     The inventory is read by the same offline reader as `gpuprov plan` (offline inventory
     plugins, lookups limited to file/env/vars, vault options): a template in a connection
     variable cannot run a command on the controller.
     """
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import load_inventory
 
-    hosts, _ = load_inventory(list(sources), limit, vault=vault, names=CONNECTION_VARS, every_host=True)
+    hosts, _ = load_inventory(list(sources), limit, vault=vault, names=CONNECTION_VARS, every_host=True,
+                              reading=reading)
     if not hosts:
         raise InventoryError("inventory %s: no hosts%s" % (", ".join(sources), " match %r" % limit if limit else ""))
     targets, problems = [], []

@@ -19,6 +19,8 @@ series to pods: the most it used, which is what `fit` packs when no time-slicing
 """
 import math
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import digits_value
+
 from gpuprov.diagnose.prometheus import METRICS, pod_of
 
 SM_FIELDS = ("sm_active", "gr_engine_active")
@@ -108,8 +110,8 @@ class WindowReader:
             if sm:
                 break
         rows = []
-        for key in sorted(set(free) | set(used), key=lambda k: (int(k[1]) if k[1].isdigit() else 999, k[0])):
-            index = int(key[1]) if key[1].isdigit() else None
+        for key in sorted(set(free) | set(used), key=lambda k: (digits_value(k[1], 999), k[0])):
+            index = digits_value(key[1])
             total = memory_mib.get(index)
             if total is None and key in free and key in used:
                 total = free[key] + used[key]
@@ -132,7 +134,7 @@ class WindowReader:
             if self.namespace and pod.split("/", 1)[0] != self.namespace:
                 continue
             gpu = labels.get("gpu", "")
-            key = (pod, int(gpu) if gpu.isdigit() else None)
+            key = (pod, digits_value(gpu))
             pods[key] = max(pods.get(key, 0.0), value)
         return [{"pod": pod, "gpu": gpu, "used_mib": mib} for (pod, gpu), mib in sorted(pods.items(), key=str)]
 

@@ -21,9 +21,10 @@ SHORT_NAMES = dict((name, alias) for alias, name in ALIASES.items())
 RECORDED_QUANTILES = (0.5, 0.95, 0.99)
 
 # A Prometheus metric name (data model: [a-zA-Z_:][a-zA-Z0-9_:]*).
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_SLO = re.compile(r"^(?:(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*):)?p(?P<q>\d{1,2}(?:\.\d{1,3})?)\s*<=\s*(?P<limit>\S+)$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z", re.ASCII)
+_SLO = re.compile(r"(?:(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*):)?p(?P<q>[0-9]{1,2}(?:\.[0-9]{1,3})?)\s*<=\s*"
+                  r"(?P<limit>\S+)\Z", re.ASCII)
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", re.ASCII)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_WINDOW_SECONDS = 24 * 3600
 MAX_METRICS = 8

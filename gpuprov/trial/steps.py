@@ -16,13 +16,14 @@ import shutil
 import tempfile
 
 import yaml
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import digits_value
 
 from gpuprov.planning import PlanningFailed, plan_inventory
 
 MAX_STEPS = 16
 MAX_REPLICAS = 128  # the planner's limit per GPU (plugin_utils/intent.py)
 # The step's inventory source names the host in a file name: only plain host names.
-_FILE_SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_FILE_SAFE_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z", re.ASCII)
 DEFAULT_STEPS = "2,4,8"
 
 
@@ -39,12 +40,12 @@ def parse_steps(text):
     steps = []
     for part in str(text).split(","):
         part = part.strip()
-        if not part.isdigit() or not 2 <= int(part) <= MAX_REPLICAS:
+        if not 2 <= digits_value(part, 0) <= MAX_REPLICAS:
             raise ValueError("--steps: %r: each step is a replica count from 2 to %d, e.g. 2,4,8"
                              % (part[:20], MAX_REPLICAS))
-        if steps and int(part) <= steps[-1]:
+        if steps and digits_value(part) <= steps[-1]:
             raise ValueError("--steps: %s: steps must rise (each more replicas than the one before)" % text)
-        steps.append(int(part))
+        steps.append(digits_value(part))
     if len(steps) > MAX_STEPS:
         raise ValueError("--steps: %d steps; at most %d" % (len(steps), MAX_STEPS))
     return steps

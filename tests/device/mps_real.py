@@ -19,7 +19,10 @@ What it does, all with a private pipe and log directory under a new temporary di
    MPS server appears, reads ``get_server_list`` and the server's own thread limit;
 6. changes the default limit while that server runs (expects the "keep their old limits"
    warning), ends the client, stops the daemon with the manager (``quit``);
-7. prints one JSON summary on stdout.
+7. starts a daemon the way the gpu_mps unit does (``-d`` as ExecStart=, then
+   gpuprov-mps-start's ``limits`` step as ExecStartPost=, module_utils/mps/unit_start.py) and
+   reads the limits back: a fresh daemon has MPS's own defaults until that step sets them;
+8. prints one JSON summary on stdout.
 
 It never changes compute mode or MIG mode: compute mode management is off, the GPU backend
 refuses any compute mode change, no MIG call is made, and both modes are read before and
@@ -39,6 +42,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils import mps  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import unit_start  # noqa: E402
 
 # The CUDA client: one context on device 0 (the daemon's first GPU), held until stdin closes.
 CUDA_CLIENT = r"""
@@ -207,6 +211,22 @@ def main():
         steps["stop"] = brief(converge(state="stopped"))
         started = not steps["stop"]["daemon"]["stopped"]
         steps["pipe_directory_after_stop"] = sorted(os.listdir(pipe))
+
+        # The gpu_mps unit's start: ExecStart= -d, then ExecStartPost= gpuprov-mps-start limits.
+        rc, out, err = runner.launch([args.mps_control, "-d"], dict(control.environment, CUDA_VISIBLE_DEVICES=gpu.uuid))
+        started = rc == 0
+        fresh = [client(control, c) for c in ("get_default_active_thread_percentage",
+                                              "get_default_device_pinned_mem_limit 0")]
+        settings = {"service": "gpuprov-mps-device-check.service", "gpus": [gpu.uuid], "pipe_directory": pipe,
+                    "log_directory": log, "pipe_directory_mode": "0700", "log_directory_mode": "0700",
+                    "manage_compute_mode": False, "active_thread_percentage": 50.0,
+                    "pinned_memory_limit": half, "replicas": None, "control_binary": args.mps_control}
+        steps["unit_start"] = {"launch_rc": rc, "fresh_defaults": fresh,
+                               "limits_step": unit_start.set_limits(settings),
+                               "read_back": [client(control, c) for c in ("get_default_active_thread_percentage",
+                                                                          "get_default_device_pinned_mem_limit 0")]}
+        control.quit()
+        started = False
         after = modes(backend)
         summary["modes_after"] = after
         summary["modes_unchanged"] = json.dumps(before, sort_keys=True) == json.dumps(after, sort_keys=True)

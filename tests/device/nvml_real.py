@@ -16,8 +16,12 @@ import traceback
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import gpu_info  # noqa: E402
-from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils import gpu_info, mig_manager  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import (  # noqa: E402
+    A30_INSTANCE_COUNTS,
+    A30_PCI_DEVICE_ID,
+    Nvml,
+)
 
 
 def probe_profiles(nvml, index):
@@ -109,12 +113,82 @@ def read_paths(nvml, index):
     paths["mig_device_slots"] = slots
     try:
         profiles = nvml.mig_profiles(index)
-        paths["mig_profiles"] = dict((p.name, {"id": p.id, "enum": p.enum, "placements": p.placements})
+        paths["mig_profiles"] = dict((p.name, {"id": p.id, "enum": p.enum, "placements": p.placements,
+                                               "max_count": p.max_count})
                                      for p in profiles.values())
         paths["gpu_instances"] = [gi._asdict() for gi in nvml.gpu_instances(index, profiles)]
     except Exception as exc:
         paths["mig_profiles_or_instances_error"] = _error(exc)
+    # Compute mode where nvml.h says it lives: per MIG device on a MIG-enabled GPU. The parent
+    # handle is asked too, raw, to record which code the driver gives there (the fake's
+    # NOT_SUPPORTED is UNVERIFIED).
+    try:
+        paths["mig_compute_modes"] = dict(("%d/%d" % key, mode) for key, mode in nvml.mig_compute_modes(index).items())
+    except Exception as exc:
+        paths["mig_compute_modes_error"] = _error(exc)
+    try:
+        paths["compute_mode_parent_raw"] = pynvml.nvmlDeviceGetComputeMode(handle)
+    except pynvml.NVMLError as exc:
+        paths["compute_mode_parent_raw_error"] = _error(exc)
+    # What a reset of this GPU would involve: NVLink peers, the fabric state (Hopper+), whether
+    # its PCI device has a reset function (mig-parted's check), and the group one nvidia-smi -r
+    # would have to name. Read-only: nothing is reset.
+    for name, call in (("nvlink", lambda: nvml.nvlink(index)), ("fabric_state", lambda: nvml.fabric_state(index)),
+                       ("pci_reset_available", lambda: mig_manager.pci_reset_available("/sys", nvml.bus_id(index)))):
+        try:
+            paths[name] = call()
+        except Exception as exc:
+            paths[name + "_error"] = _error(exc)
     return paths
+
+
+def _systemctl(argv):
+    import shutil
+    import subprocess
+
+    systemctl = shutil.which("systemctl")
+    if not systemctl:
+        return 127, "systemctl not found"
+    proc = subprocess.run([systemctl] + argv, capture_output=True, text=True, timeout=30, check=False)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def reset_paths(nvml):
+    """The node-wide reads of a MIG mode change's reset: which GPUs wait for one (pending state),
+    whether Fabric Manager runs, and the group one `nvidia-smi -r` would name for each GPU."""
+    result = {"fabric_manager_active": _systemctl(["is-active", mig_manager.FABRIC_MANAGER_UNIT]),
+              "fabric_manager_running": mig_manager.fabric_manager_running(
+                  lambda argv: _systemctl(argv[1:]), "systemctl"),
+              "persistenced_active": _systemctl(["is-active", "nvidia-persistenced.service"])}
+    try:
+        result["pending_gpus"] = mig_manager.pending_gpus(nvml)
+    except Exception as exc:
+        result["pending_gpus_error"] = _error(exc)
+    groups = {}
+    for index in range(nvml.device_count()):
+        if nvml.mig_mode(index)[0] is None:
+            continue
+        try:
+            group, added = mig_manager.reset_group(nvml, [index], lambda: result["fabric_manager_running"])
+            groups[str(index)] = {"group": group, "nvlink_peers_added": sorted(added)}
+        except Exception as exc:
+            groups[str(index)] = {"error": _error(exc)}
+    result["reset_groups"] = groups
+    return result
+
+
+def a30_counts(nvml, index, rows):
+    """On an A30: the driver's raw instanceCount per profile next to NVIDIA's published counts
+    (mig-parted pkg/mig/discovery hard-codes them over an NVML bug) and what gpuprov uses."""
+    pci = nvml.call("reading PCI info", __import__("pynvml").nvmlDeviceGetPciInfo, nvml.handle(index))
+    if (pci.pciDeviceId >> 16) & 0xFFFF != A30_PCI_DEVICE_ID:
+        return None
+    raw = dict((row.get("name", "").replace("MIG ", ""), row.get("instance_count")) for row in rows if "error" not in row)
+    try:
+        used = dict((name, p.max_count) for name, p in nvml.mig_profiles(index).items())
+    except Exception as exc:
+        used = {"error": _error(exc)}
+    return {"driver_instance_count": raw, "published": A30_INSTANCE_COUNTS, "gpuprov": used}
 
 
 def privilege_probe():
@@ -184,12 +258,14 @@ def main():
                 entry["profiles_raw"] = probe_profiles(nvml, index)
                 entry["catalog_check"] = compare_with_catalog(info.get("name"), entry["profiles_raw"])
                 entry["read_paths"] = read_paths(nvml, index)
+                entry["a30_counts"] = a30_counts(nvml, index, entry["profiles_raw"])
                 try:
                     entry["gpuprov_mig_profiles"] = sorted(nvml.mig_profiles(index))
                 except Exception as exc:  # MIG disabled: NVML may refuse profile queries
                     entry["gpuprov_mig_profiles_error"] = str(exc)
                 report["gpus"].append(entry)
             report["driver_version"] = nvml.driver_version()
+            report["reset_paths"] = reset_paths(nvml)
     except Exception:
         report["nvml_error"] = traceback.format_exc()
     try:

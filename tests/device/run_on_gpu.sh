@@ -4,8 +4,13 @@
 # tables, and an MPS daemon with a private pipe directory. Nothing here changes MIG mode or
 # compute mode, creates instances, or resets a GPU. nvml_real.py also records every NVML read
 # path the modules use (profile info, placements with MIG off, instance listing, the MIG
-# device slots, processes, compute and persistence mode) and which reads NVML refuses a
-# non-root caller. Each step has a timeout; the whole pass stays under five minutes.
+# device slots, processes, compute and persistence mode, compute mode on MIG device handles
+# and what the parent handle answers) and which reads NVML refuses a non-root caller, and the
+# reads of a MIG mode change's reset: the pending state of every GPU, NVLink peers, the NVLink
+# fabric state (Hopper+), Fabric Manager, each GPU's PCI reset function and the group one
+# nvidia-smi -r would have to name; on an A30 the driver's profile counts next to NVIDIA's.
+# mps_real.py runs its daemon with a private pipe directory, also the way the gpu_mps unit
+# starts it (its limits step). Each step has a timeout; the pass stays under five minutes.
 #
 #   OUT=/tmp/out [ANSIBLE_BIN=path/to/ansible] tests/device/run_on_gpu.sh
 # (PYTHONPATH may point at a folder holding nvidia-ml-py and ansible-core where they are not installed)
@@ -19,6 +24,10 @@ PY=$(command -v python3)
     echo "## nvidia-smi before"; nvidia-smi -L
     nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current,compute_mode,memory.total --format=csv
     echo "## mps control"; command -v nvidia-cuda-mps-control || echo "not on PATH"
+    echo "## services"; for unit in nvidia-persistenced nvidia-fabricmanager nvidia-dcgm dcgm nvsm; do
+        printf '%s: ' "$unit"; systemctl is-active "$unit.service" 2>&1 || true; done
+    echo "## topology (read-only)"; timeout 30 nvidia-smi topo -m || true
+    echo "## nvlink status (read-only)"; timeout 30 nvidia-smi nvlink -s || true
 } > "$OUT/env.txt" 2>&1
 
 timeout 120 "$PY" tests/device/nvml_real.py > "$OUT/nvml_real.json" 2> "$OUT/nvml_real.err"

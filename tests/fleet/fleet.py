@@ -443,8 +443,9 @@ def initial_nvml_state(node_name, gpus, numa_nodes=1):
         gpu["uuid"] = gpu_uuid(node_name, gpu["index"])
     if state["gpus"]:
         # As on a real GPU node, nvidia-persistenced runs and holds every GPU open (with
-        # persistence mode on): a GPU reset or Ampere MIG mode change fails until gpuprov
-        # stops it (INITIAL_SYSTEMD_STATE has the unit).
+        # persistence mode on; INITIAL_SYSTEMD_STATE has the unit): the driver's own reset in
+        # an Ampere MIG mode change stays pending, and nvidia-smi -r, which reaches the daemon
+        # through its socket, has it let go of the GPUs it resets.
         state["holders"] = [dict(PERSISTENCED_HOLDER)]
     return state
 
@@ -626,7 +627,10 @@ KUBELET_STATUS = f"{FAKE_ROOT}/kubelet-status.json"
 KUBELET_HEALTHZ_PORT = 10248
 KUBELET_BOOT = ["fake-kubelet", "boot", "--config", "/var/lib/kubelet/config.yaml",
                 "--root-dir", "/var/lib/kubelet", "--status", KUBELET_STATUS]
-PERSISTENCED_HOLDER = {"name": "nvidia-persistenced", "unit": "nvidia-persistenced.service", "persistence": True}
+# The daemon's socket lies in the node's private FAKE_ROOT (the real one: /run/nvidia-persistenced/socket).
+PERSISTENCED_SOCKET = FAKE_ROOT + "/nvidia-persistenced/socket"
+PERSISTENCED_HOLDER = {"name": "nvidia-persistenced", "unit": "nvidia-persistenced.service", "persistence": True,
+                       "socket": PERSISTENCED_SOCKET}
 INITIAL_SYSTEMD_STATE = {
     "units": {
         "nvidia-persistenced.service": {
@@ -1090,6 +1094,7 @@ class Fleet:
         nvml = initial_nvml_state(node.name, spec.gpus, spec.numa_nodes)
         # The fake pynvml's own format: an NVML session that changes nothing leaves the same bytes.
         _write_file(node.private_path(f"{FAKE_ROOT}/nvml.json"), json.dumps(nvml, indent=1, sort_keys=True) + "\n")
+        _write_file(node.private_path(PERSISTENCED_SOCKET), "")
         write_fake_sysfs(node.private_path(FAKE_SYSFS), spec, nvml["gpus"])
         _write_file(node.private_path(f"{FAKE_ROOT}/systemd.json"),
                     json.dumps(INITIAL_SYSTEMD_STATE, indent=2) + "\n")

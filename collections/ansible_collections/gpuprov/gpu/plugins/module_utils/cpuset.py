@@ -51,11 +51,14 @@ MAX_CPU_ID = 8191
 # A cpuset string longer than this is refused before it is split (every CPU listed one by
 # one, "0,1,...,8191", is about 40 KB).
 MAX_CPUSET_LENGTH = 65536
+# Only ASCII whitespace is ignored (the kernel's trailing newline); CPU numbers are ASCII
+# digits, as the kubelet's cpuset parser (k8s.io/utils/cpuset, strconv.Atoi) reads them.
+_ASCII_SPACE = " \t\n\r\v\f"
 
-_NODE_DIR_RE = re.compile(r"^node(\d+)$")
-_CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
-_CPU_NUMBER_RE = re.compile(r"^\d{1,9}$")
-_MEMINFO_TOTAL_RE = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB\s*$")
+_NODE_DIR_RE = re.compile(r"^node(\d+)\Z", re.ASCII)
+_CPU_DIR_RE = re.compile(r"^cpu(\d+)\Z", re.ASCII)
+_CPU_NUMBER_RE = re.compile(r"^\d{1,9}\Z", re.ASCII)
+_MEMINFO_TOTAL_RE = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB\s*\Z", re.ASCII)
 
 
 class CpusetError(ValueError):
@@ -94,14 +97,14 @@ def parse_cpuset(text, allow_duplicates=False):
         raise CpusetError("a cpuset must be a string like '0-3,8', got %r" % (text,))
     if len(text) > MAX_CPUSET_LENGTH:
         raise CpusetError("a cpuset of %d characters is over the limit of %d" % (len(text), MAX_CPUSET_LENGTH))
-    stripped = text.strip()
+    stripped = text.strip(_ASCII_SPACE)
     if not stripped:
         return []
     cpus = set()
     listed = 0
     quoted = text if len(text) <= 80 else text[:80] + "..."
     for element in stripped.split(","):
-        item = element.strip()
+        item = element.strip(_ASCII_SPACE)
         if not item:
             raise CpusetError("empty element in cpuset %r (doubled or trailing comma?)" % quoted)
         if ":" in item or "/" in item:
@@ -110,8 +113,8 @@ def parse_cpuset(text, allow_duplicates=False):
                 "explicitly" % (item[:40], quoted))
         if "-" in item:
             first_text, _sep, last_text = item.partition("-")
-            first = _parse_cpu_number(first_text.strip(), item)
-            last = _parse_cpu_number(last_text.strip(), item)
+            first = _parse_cpu_number(first_text.strip(_ASCII_SPACE), item)
+            last = _parse_cpu_number(last_text.strip(_ASCII_SPACE), item)
             if last < first:
                 raise CpusetError(
                     "reversed range %r in cpuset %r: write it as %d-%d" % (item, quoted, last, first))

@@ -18,13 +18,12 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     format_cpuset,
     read_numa_node_cpus,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml, NvmlError, NvmlUnavailable
-
-
-def sysfs_pci_address(bus_id):
-    """NVML's bus id ("00000000:07:00.0") as sysfs names the device ("0000:07:00.0")."""
-    domain, rest = bus_id.split(":", 1)
-    return ("%04x:%s" % (int(domain, 16), rest)).lower()
+from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import (  # noqa: F401 (sysfs_pci_address: kept here too)
+    Nvml,
+    NvmlError,
+    NvmlUnavailable,
+    sysfs_pci_address,
+)
 
 
 def read_gpu_numa_node(sysfs_root, bus_id):
@@ -97,6 +96,11 @@ def _mig_facts(nvml, index, gpu):
         "placement": {"start": gi.start, "size": gi.size},
         "compute_instances": gi.compute_instances,
     } for gi in nvml.gpu_instances(index, profiles)]
+    # A MIG-enabled GPU has its compute mode per MIG device (nvml.h nvmlDeviceGetComputeMode).
+    modes = nvml.mig_compute_modes(index)
+    for gi in gpu["gpu_instances"]:
+        for ci in gi["compute_instances"]:
+            ci["compute_mode"] = modes.get((gi["id"], ci["id"]))
 
 
 def _lost_gpu(index, exc):

@@ -16,12 +16,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import (
     Instance,
     LayoutError,
     plan_transition,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import NvmlError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import NvmlError, sysfs_pci_address
 
 
 class MigError(Exception):
@@ -91,7 +93,11 @@ def plan_mode(nvml, index, info, mode, enabled, ignore_processes):
             "set_mode": False, "destroy_instances": [], "processes": []}
     if current == enabled and pending == enabled:
         return plan
-    plan["set_mode"] = pending != enabled
+    # Set the mode also when the change is already pending: that retries its activation and
+    # gives this run its own activation status (nvml.h nvmlDeviceSetMigMode: "The caller of
+    # this API is expected to idle the device and retry setting the mode"), so a VM is known
+    # as one on every run, not only on the run that first asked.
+    plan["set_mode"] = True
     processes = nvml.processes(index)
     plan["processes"] = processes
     if processes and not ignore_processes and current != enabled:
@@ -122,14 +128,103 @@ def predicted_after(plan, enabled, compute_capability):
     Every architecture applies the change at once when nothing holds the GPU: Hopper and
     later need no reset, and on Ampere nvmlDeviceSetMigMode resets the GPU itself (MIG User
     Guide: "the driver will attempt to reset the GPU"). With compute processes on it the
-    change stays pending (IN_USE). A host service that holds the GPU (nvidia-persistenced,
-    DCGM) also keeps it pending; the gpu_mig role stops those first, so they are not predicted.
+    change stays pending (IN_USE). A change already pending stays so: what kept it from
+    applying (nvidia-persistenced, which holds the GPU against the driver's own reset, or a VM)
+    is taken to hold it still, and only a reset applies it.
     """
     before = plan["before"]
     if not plan["set_mode"]:
         return before["current"], before["pending"]
+    if before["pending"] == enabled and before["current"] != enabled:
+        return before["current"], before["pending"]
     immediate = not plan["processes"]
     return (enabled if immediate else before["current"]), enabled
+
+
+def pci_reset_available(sysfs_root, bus_id):
+    """Whether the GPU's PCI device can be reset from this OS: False when sysfs lists the device
+    without its ``reset`` file, True with it, None when sysfs does not list it (no verdict).
+
+    NVIDIA/mig-parted v0.13.1 deployments/systemd/service.sh checks this before any reset
+    (utils.sh assert_gpu_reset_available: every NVIDIA 3D controller under
+    /sys/bus/pci/devices must have a ``reset`` file) and reboots instead, "If GPU reset is not
+    available (e.g. GPU passthrough virtualization)".
+    """
+    device = os.path.join(sysfs_root or "/sys", "bus", "pci", "devices", sysfs_pci_address(bus_id))
+    if not os.path.isdir(device):
+        return None
+    return os.path.exists(os.path.join(device, "reset"))
+
+
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
+
+# What to stop when a reset fails, and what not: nvidia-smi -r has nvidia-persistenced let go of
+# the GPUs it resets (NVIDIA/NVSentinel#1243; NVIDIA/gpu-operator#118), and on Ampere NVSwitch
+# systems Fabric Manager is what lets a GPU be reset alone (nvidia-smi(1), -r). mig-parted
+# v0.13.1 deployments/systemd/hooks.sh stops nvsm, dcgm and nvidia-dcgm (and dcgm-exporter,
+# kubelet) around a mode change, never those two.
+RESET_HOLDERS_HINT = ("stop what holds the GPUs (CUDA processes, DCGM, nvsm, dcgm-exporter, the device plugin; "
+                      "the gpuprov.gpu.gpu_mig role does this; nvidia-persistenced and nvidia-fabricmanager may "
+                      "keep running)")
+
+
+def fabric_manager_running(run_command, systemctl):
+    """Whether nvidia-fabricmanager.service runs (``systemctl is-active``); False when it cannot
+    be told, so that NVLink peers are reset together rather than a reset failing."""
+    if not systemctl:
+        return False
+    rc, _output = run_command([systemctl, "is-active", "--quiet", FABRIC_MANAGER_UNIT])
+    return rc == 0
+
+
+def pending_gpus(nvml):
+    """Indices of the node's MIG-capable GPUs whose MIG mode change waits for a reset."""
+    pending = []
+    for index in range(nvml.device_count()):
+        current, wanted = nvml.mig_mode(index)
+        if current is not None and current != wanted:
+            pending.append(index)
+    return pending
+
+
+def reset_group(nvml, indices, fabric_manager):
+    """The GPUs one ``nvidia-smi -r`` must name to reset ``indices``: (sorted indices, {added
+    NVLink peer: the GPU it was added for}).
+
+    nvidia-smi(1), -r: "Starting with the NVIDIA Ampere architecture, GPUs with NVLink
+    connections can be individually reset. On Ampere NVSwitch systems, Fabric Manager is
+    required to facilitate reset. On Hopper and later NVSwitch systems, the dependency on
+    Fabric Manager to facilitate reset is removed. If Fabric Manager is not running, or if any
+    of the GPUs being reset are based on an architecture preceding the NVIDIA Ampere
+    architecture, any GPUs with NVLink connections to a GPU being reset must also be reset in
+    the same command." ``fabric_manager`` is called (once, and only for an Ampere GPU on
+    NVSwitches) to ask whether Fabric Manager runs.
+    """
+    group = set(indices)
+    added = {}
+    todo = sorted(group)
+    asked = []
+    while todo:
+        index = todo.pop(0)
+        major = int(str(nvml.gpu_info(index)["compute_capability"]).split(".", maxsplit=1)[0])
+        if major >= 9:
+            continue
+        link = nvml.nvlink(index)
+        if not link["peers"]:
+            continue
+        if major == 8:
+            if not link["nvswitch"]:
+                continue
+            if not asked:
+                asked.append(bool(fabric_manager()))
+            if asked[0]:
+                continue
+        for peer in link["peers"]:
+            if peer not in group:
+                group.add(peer)
+                added[peer] = index
+                todo.append(peer)
+    return sorted(group), added
 
 
 def apply_mode(nvml, plan, enabled):

@@ -38,15 +38,20 @@ import subprocess
 import sys
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_manager import (
+    RESET_HOLDERS_HINT,
     MigError,
     apply_layout,
     apply_mode,
     describe_gpu,
     describe_instances,
+    fabric_manager_running,
     needs_vm_reboot,
     parse_instances,
+    pci_reset_available,
+    pending_gpus,
     plan_layout,
     plan_mode,
+    reset_group,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import Instance
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml, NvmlError, NvmlUnavailable
@@ -170,7 +175,7 @@ class Restorer:
     """
 
     def __init__(self, state, nvml_factory=Nvml, reset=True, dry_run=False, run_command=_run_command,
-                 log=None, error=None, nvidia_smi=None):
+                 log=None, error=None, nvidia_smi=None, sysfs_root="/sys"):
         self.state = state
         self.nvml_factory = nvml_factory
         self.reset = reset
@@ -179,6 +184,7 @@ class Restorer:
         self.log = log or _print_out
         self.error = error or _print_err
         self.nvidia_smi = nvidia_smi
+        self.sysfs_root = sysfs_root
         self.results = []   # one dict per GPU of the state file
 
     # -- the whole node ------------------------------------------------------------------------
@@ -188,6 +194,7 @@ class Restorer:
         if not entries:
             self.log("%s: the state file lists no GPU; nothing to do" % PROGRAM)
             return EXIT_OK
+        group = []
         try:
             with self.nvml_factory() as nvml:
                 located, problems = self._locate(nvml, entries)
@@ -202,18 +209,23 @@ class Restorer:
                 for _kind, entry, message in problems:
                     self.error(message)
                     self.results.append({"index": entry["index"], "status": "missing", "message": message})
+                # Modes first, on every GPU; then one reset for all that wait for it (with the
+                # NVLink peers it must take along); layouts last, so that no layout is made on
+                # a GPU the reset would wipe.
                 for entry, index, info in located:
                     self.results.append(self._restore_gpu(nvml, entry, index, info))
+                group = self._plan_reset(nvml, located)
+                for result in self.results:
+                    if result.get("status") == "ok" and "_resume" in result:
+                        self._layout_step(nvml, result)
             # The driver refuses a GPU reset while any NVML client has the GPU open, this
             # program included: reset only once the session above is shut down, then go on
             # with the layouts in a fresh session (a reset can renumber device handles).
-            waiting = [r for r in self.results if r.get("status") == "reset"]
-            if waiting:
-                for result in waiting:
-                    self._reset_waiting(result)
+            if group:
+                self._reset_group(group)
                 with self.nvml_factory() as nvml:
-                    for result in waiting:
-                        if result["status"] == "reset":
+                    for result in self.results:
+                        if result.get("status") == "reset":
                             self._after_reset(nvml, result)
         except NvmlUnavailable as exc:
             self.error("%s: NVML is not usable, nothing was changed: %s" % (PROGRAM, exc))
@@ -225,12 +237,50 @@ class Restorer:
             result.pop("_resume", None)
         return self._summary()
 
-    def _reset_waiting(self, result):
-        entry, index, info, where, word = result["_resume"]
-        try:
-            self._reset_gpu(info, where, word)
-        except GpuFailure as exc:
-            self._fail(result, where, exc)
+    def _plan_reset(self, nvml, located):
+        """The GPUs one nvidia-smi -r resets (NVML indices), as (index, bus id) pairs: every GPU
+        that waits for a reset, any other the node has pending, and the NVLink peers
+        nvidia-smi(1) wants in the same command. GPUs of the state file that join as peers
+        get their layout after the reset."""
+        waiting = [r for r in self.results if r.get("status") == "reset"]
+        if not waiting:
+            return []
+        pending = sorted(set([r["nvml_index"] for r in waiting] + pending_gpus(nvml)))
+        systemctl = shutil.which("systemctl")
+        group, added = reset_group(nvml, pending, lambda: fabric_manager_running(self.run_command, systemctl))
+        buses = dict((index, nvml.bus_id(index)) for index in group)
+        blocked = [index for index in group if pci_reset_available(self.sysfs_root, buses[index]) is False]
+        if blocked:
+            for result in waiting:
+                self._fail(result, result["_resume"][3], GpuFailure(
+                    "MIG %s is pending and GPU %s cannot be reset from here (no PCI reset function under %s, as "
+                    "in a VM with GPU passthrough); reboot the VM or the node"
+                    % (result["_resume"][4], ", ".join(str(i) for i in blocked), self.sysfs_root)))
+            return []
+        if added:
+            self.log("%s: GPU %s join the reset as NVLink peers: nvidia-fabricmanager does not run, and without it "
+                     "an Ampere GPU on NVSwitches is reset together with its peers" % (
+                         PROGRAM, ", ".join(str(i) for i in sorted(added))))
+        for result in self.results:
+            if result.get("status") == "ok" and result.get("nvml_index") in group and "_resume" in result:
+                result["status"] = "reset"
+                result["changed"] = True
+        return [(index, buses[index]) for index in group]
+
+    def _reset_group(self, group):
+        smi = self.nvidia_smi or shutil.which("nvidia-smi") or "/usr/bin/nvidia-smi"
+        bus_ids = ",".join(bus for _index, bus in group)
+        rc, output = self.run_command([smi, "-r", "-i", bus_ids])
+        if rc == 0:
+            return
+        for result in self.results:
+            if result.get("status") == "reset":
+                _entry, _index, info, where, word = result["_resume"]
+                self._fail(result, where, GpuFailure(
+                    "%s: MIG %s is pending a GPU reset, and the reset (nvidia-smi -r -i %s) failed with rc=%d: %s. "
+                    "%s, and run %s again, or reboot"
+                    % (where, word or "layout", bus_ids, rc, output or "no output",
+                       RESET_HOLDERS_HINT[0].upper() + RESET_HOLDERS_HINT[1:], PROGRAM)))
 
     def _after_reset(self, nvml, result):
         entry, index, info, where, word = result["_resume"]
@@ -239,8 +289,9 @@ class Restorer:
             current, pending = nvml.mig_mode(index)
             if current != entry["mig_enabled"]:
                 raise GpuFailure("%s: MIG %s is still pending after the GPU reset (mode now %s, pending %s); "
-                                 "reboot the node" % (where, word, current, pending))
-            result["steps"].append("%sd MIG mode (GPU reset)" % word)
+                                 "reboot the node" % (where, word or ("enabled" if entry["mig_enabled"] else
+                                                                      "disabled"), current, pending))
+            result["steps"].append("%sd MIG mode (GPU reset)" % word if word else "reset with its NVLink peers")
             if entry["mig_enabled"]:
                 self._restore_layout(nvml, entry, index, info, where, result)
         except (GpuFailure, MigError, NvmlError) as exc:
@@ -314,15 +365,23 @@ class Restorer:
         where = describe_gpu(info)
         if index != entry["index"]:
             where += " (GPU %d in the state file)" % entry["index"]
-        result = {"index": entry["index"], "nvml_index": index, "status": "ok", "changed": False, "steps": []}
+        result = {"index": entry["index"], "nvml_index": index, "status": "ok", "changed": False, "steps": [],
+                  "_resume": (entry, index, info, where, None)}
         try:
-            if self._restore_mode(nvml, entry, index, info, where, result):
-                return result  # waits for a GPU reset once the NVML session is closed
+            self._restore_mode(nvml, entry, index, info, where, result)
+        except (GpuFailure, MigError, NvmlError) as exc:
+            self._fail(result, where, exc)
+        return result
+
+    def _layout_step(self, nvml, result):
+        """The layout of a GPU whose mode is as the state file says, then its log line."""
+        entry, index, info, where, _word = result["_resume"]
+        try:
             if entry["mig_enabled"]:
                 self._restore_layout(nvml, entry, index, info, where, result)
         except (GpuFailure, MigError, NvmlError) as exc:
             self._fail(result, where, exc)
-            return result
+            return
         if result["steps"]:
             self.log("%s: %s%s" % (where, "would: " if self.dry_run else "", "; ".join(result["steps"])))
         else:
@@ -358,7 +417,9 @@ class Restorer:
             else:
                 result["steps"].append("%sd MIG mode" % word)
             return False
-        # The change is pending: something held the GPU when the driver tried to reset it.
+        # The change is pending: something held the GPU when the driver tried to reset it. The
+        # mode was asked for again above even when it was pending from an earlier run, so the
+        # status is this run's own: a VM says so on every boot.
         if needs_vm_reboot(status):
             raise GpuFailure("%s: MIG %s is pending and the GPU cannot be reset from here "
                              "(activation status %d, as in a VM with GPU passthrough); reboot the VM"
@@ -370,16 +431,6 @@ class Restorer:
         result["status"] = "reset"
         result["_resume"] = (entry, index, info, where, word)
         return True
-
-    def _reset_gpu(self, info, where, word):
-        smi = self.nvidia_smi or shutil.which("nvidia-smi") or "/usr/bin/nvidia-smi"
-        argv = [smi, "-r", "-i", info["pci_bus_id"]]
-        rc, output = self.run_command(argv)
-        if rc != 0:
-            raise GpuFailure("%s: MIG %s is pending a GPU reset, and the reset (nvidia-smi -r -i %s) failed with "
-                             "rc=%d: %s. Stop what holds the GPU (nvidia-persistenced, DCGM, CUDA processes) and "
-                             "run %s again, or reboot" % (where, word, info["pci_bus_id"], rc,
-                                                          output or "no output", PROGRAM))
 
     def _restore_layout(self, nvml, entry, index, info, where, result):
         desired = parse_instances(entry.get("instances") or [], "GPU %d instances" % entry["index"])
@@ -451,6 +502,9 @@ def build_parser():
     parser.add_argument("--no-reset", dest="reset", action="store_false",
                         help="never reset a GPU (nvidia-smi -r) to apply a pending MIG mode change (Ampere); "
                              "report it and fail instead")
+    parser.add_argument("--sysfs-root", default="/sys", metavar="PATH",
+                        help="where sysfs is mounted: a GPU whose PCI device has no reset file there is not "
+                             "reset (default: %(default)s)")
     return parser
 
 
@@ -470,7 +524,7 @@ def main(argv=None, nvml_factory=Nvml, run_command=_run_command):
     _print_out("%s: %s MIG state of %s from %s"
                % (PROGRAM, "checking" if args.dry_run else "restoring", state.get("host") or "this node", path))
     restorer = Restorer(state, nvml_factory=nvml_factory, reset=args.reset, dry_run=args.dry_run,
-                        run_command=run_command)
+                        run_command=run_command, sysfs_root=args.sysfs_root)
     try:
         return restorer.run()
     finally:

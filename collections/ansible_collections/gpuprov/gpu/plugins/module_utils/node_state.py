@@ -90,14 +90,47 @@ def mps_params(service, pipe_directory, log_directory, active_thread_percentage,
     }
 
 
+# What a control daemon starts with before anyone sets its defaults (MPS: every thread, no
+# pinned memory limit); a daemon still at them while the plan sets limits runs without its limits.
+MPS_OWN_PERCENTAGE = 100.0
+
+
+def _percentage_text(value):
+    return "none" if value is None else ("%d" % value if float(value).is_integer() else "%g" % value)
+
+
+def mps_differences(result):
+    """What a check of the daemon found different from the plan, one phrase each."""
+    found = []
+    for gpu in result["gpus"]:
+        if gpu.get("compute_mode_before") != gpu.get("compute_mode_after"):
+            found.append("compute mode of %s %s (plan %s)"
+                         % (gpu["uuid"], gpu.get("compute_mode_before"), gpu.get("compute_mode_after")))
+    before, after = result["limits"]["before"], result["limits"]["after"]
+    if before["active_thread_percentage"] != after["active_thread_percentage"]:
+        found.append("active thread percentage %s (plan %s)"
+                     % (_percentage_text(before["active_thread_percentage"]),
+                        _percentage_text(after["active_thread_percentage"])))
+    for uuid in [gpu["uuid"] for gpu in result["gpus"]]:
+        wanted = after["pinned_memory_limit_mib"].get(uuid)
+        have = before["pinned_memory_limit_mib"].get(uuid)
+        if have != wanted:
+            found.append("pinned memory limit of %s %s (plan %s)" % (
+                uuid, "none" if have is None else "%d MiB" % have, "none" if wanted is None else "%d MiB" % wanted))
+    return found
+
+
 def read_mps(params, runner, binary, warn, nvml_factory=Nvml):
-    """{running, changed, error}: the daemon, and whether compute mode or limits differ.
+    """{running, changed, error, without_limits, differences}: the daemon, whether compute mode
+    or limits differ, and how.
 
     ``changed`` compares what the check read with what it wants (limits, compute modes), the
     same comparison ``gpuprov status`` always made; directories are the gpu_mps role's.
+    ``without_limits``: the daemon runs with MPS's own defaults while the plan sets limits, as
+    after a start that did not set them (the limits are the daemon's state, lost with it).
     """
     if binary is None:
-        return {"running": False, "changed": False,
+        return {"running": False, "changed": False, "without_limits": False, "differences": [],
                 "error": "nvidia-cuda-mps-control is not on the PATH of this node"}
     try:
         with nvml_factory() as nvml:
@@ -105,14 +138,20 @@ def read_mps(params, runner, binary, warn, nvml_factory=Nvml):
                                        binary=binary)
             result = manager.run()
     except (MpsError, NvmlError) as exc:
-        return {"running": False, "changed": False, "error": str(exc)}
+        return {"running": False, "changed": False, "without_limits": False, "differences": [], "error": str(exc)}
     limits = result["limits"]
     modes_before = [gpu.get("compute_mode_before") for gpu in result["gpus"]]
     modes_after = [gpu.get("compute_mode_after") for gpu in result["gpus"]]
     # The check's "daemon" says what a converge would leave (running, when it would start it);
     # the diff's "before" is what it found.
-    return {"running": bool(result["diff"]["before"]["daemon_running"]),
+    running = bool(result["diff"]["before"]["daemon_running"])
+    before = limits["before"]
+    at_own_defaults = (before["active_thread_percentage"] == MPS_OWN_PERCENTAGE
+                       and not any(before["pinned_memory_limit_mib"].values()))
+    return {"running": running,
             "changed": limits["before"] != limits["after"] or modes_before != modes_after,
+            "without_limits": running and at_own_defaults and limits["before"] != limits["after"],
+            "differences": mps_differences(result) if running else [],
             "error": None}
 
 

@@ -40,6 +40,17 @@ _CI_ENUM_FOR_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 _NO_ID = 0xFFFFFFFF
 _MIB = 1024 * 1024
 
+# The A30-24GB's GPU-instance profile counts as NVIDIA publishes them (MIG User Guide, A30
+# profiles). The driver's profile info reports other instanceCount values on this GPU:
+# NVIDIA/mig-parted v0.15.0 pkg/mig/discovery/discovery.go hard-codes these same counts "due to
+# NVML bug where GetGpuInstanceProfileInfo returns incorrect InstanceCount values", keyed by the
+# A30's PCI device id. Profiles of other A30 variants keep what NVML reports.
+A30_PCI_DEVICE_ID = 0x20B7
+A30_INSTANCE_COUNTS = {"1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1}
+
+# NVML_GPU_FABRIC_STATE_* (nvml.h) as gpuprov reports them.
+_FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
+
 GpuProfile = namedtuple("GpuProfile", ["name", "enum", "id", "compute_slices", "max_count",
                                        "memory_mib", "placements"])
 GpuInstance = namedtuple("GpuInstance", ["id", "profile", "profile_id", "start", "size", "compute_instances"])
@@ -137,6 +148,12 @@ def _text(value):
     return value
 
 
+def sysfs_pci_address(bus_id):
+    """NVML's bus id ("00000000:07:00.0") as sysfs names the device ("0000:07:00.0")."""
+    domain, rest = bus_id.split(":", 1)
+    return ("%04x:%s" % (int(domain, 16), rest)).lower()
+
+
 def profile_name_from_memory(memory_mb, total_memory_mib, memory_gib_total, slices, enum):
     """Profile name by go-nvlib's rule, when NVML gives no name: GB =
     round(ceil(8 * mem / total) / 8 * ceil(total GiB)).
@@ -158,6 +175,7 @@ class Nvml:
     def __init__(self):
         self.pynvml = None
         self._bus_ids = {}
+        self._nvlink_ends = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self):
@@ -247,9 +265,28 @@ class Nvml:
         }
 
     def compute_mode(self, index):
+        """The GPU's compute mode name; None on a MIG-enabled GPU, where NVML has it per MIG
+        device only (nvml.h nvmlDeviceGetComputeMode: "If MIG is enabled on a GPU, device must
+        be MIG device handle"): see :meth:`mig_compute_modes`."""
+        if self.mig_mode(index)[0]:
+            return None
         value = self.call("reading the compute mode", self.pynvml.nvmlDeviceGetComputeMode,
                           self.handle(index), gpu=index)
         return COMPUTE_MODE_NAMES.get(value, str(value))
+
+    def mig_compute_modes(self, index):
+        """{(GPU instance id, compute instance id): compute mode name} of a MIG-enabled GPU's MIG
+        devices, read on their MIG device handles; {} when MIG is off."""
+        if not self.mig_mode(index)[0]:
+            return {}
+        modes = {}
+        for gi_id, mig_handle in self._mig_devices(index, self.handle(index)):
+            ci_id = self.call("reading a MIG device's compute instance",
+                              self.pynvml.nvmlDeviceGetComputeInstanceId, mig_handle, gpu=index)
+            value = self.call("reading the compute mode of MIG device %d/%d" % (gi_id, ci_id),
+                              self.pynvml.nvmlDeviceGetComputeMode, mig_handle, gpu=index)
+            modes[(gi_id, ci_id)] = COMPUTE_MODE_NAMES.get(value, str(value))
+        return modes
 
     def persistence_mode(self, index):
         """Whether persistence mode is on (nvidia-persistenced turns it on while it runs)."""
@@ -290,7 +327,10 @@ class Nvml:
         """Ask for MIG mode; returns NVML's activation status (0 = no error reported).
 
         The change may still be pending (Ampere needs a GPU reset): callers re-read
-        :meth:`mig_mode`, as mig-parted does, instead of trusting the status alone.
+        :meth:`mig_mode`, as mig-parted does, instead of trusting the status alone. Asking again
+        while the change is pending retries its activation and reports the status anew (nvml.h
+        nvmlDeviceSetMigMode: "The caller of this API is expected to idle the device and retry
+        setting the mode"); in a VM with passthrough that is NVML_ERROR_RESET_REQUIRED again.
         """
         mode = self.pynvml.NVML_DEVICE_MIG_ENABLE if enabled else self.pynvml.NVML_DEVICE_MIG_DISABLE
         return self.call("%s MIG mode" % ("enabling" if enabled else "disabling"),
@@ -347,11 +387,73 @@ class Nvml:
             result.append((gi_id, mig_handle))
         return result
 
+    # -- NVLink and the NVLink fabric --------------------------------------------------------
+    def _nvlink_remote_ends(self, index):
+        """(active links, set of remote PCI bus ids) of a GPU; (0, set()) without NVLink."""
+        if index not in self._nvlink_ends:
+            handle = self.handle(index)
+            active, ends = 0, set()
+            for link in range(self.pynvml.NVML_NVLINK_MAX_LINKS):
+                try:
+                    state = self.call("reading NVLink %d" % link, self.pynvml.nvmlDeviceGetNvLinkState,
+                                      handle, link, gpu=index)
+                except NvmlError as exc:
+                    if link == 0 and self.is_error(exc, "NotSupported"):
+                        break  # nvml.h: "if the device doesn't support this feature"
+                    if self.is_error(exc, "NotSupported") or self.is_error(exc, "InvalidArgument"):
+                        continue  # a link this GPU does not have
+                    raise
+                if state != self.pynvml.NVML_FEATURE_ENABLED:
+                    continue
+                active += 1
+                pci = self.call("reading the far end of NVLink %d" % link,
+                                self.pynvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link, gpu=index)
+                ends.add(_text(pci.busId).lower())
+            self._nvlink_ends[index] = (active, ends)
+        return self._nvlink_ends[index]
+
+    def nvlink(self, index):
+        """The GPU's NVLinks: {active_links, nvswitch, peers}.
+
+        ``peers`` are the indices of the GPUs its NVLinks reach, directly or through a shared
+        NVSwitch; ``nvswitch`` is true when a link ends at something that is not a GPU of this
+        node (an NVSwitch). Reads every GPU's links once per session.
+        """
+        active, ends = self._nvlink_remote_ends(index)
+        if not active:
+            return {"active_links": 0, "nvswitch": False, "peers": []}
+        buses = dict((self.bus_id(i).lower(), i) for i in range(self.device_count()))
+        switches = set(end for end in ends if end not in buses)
+        peers = set(buses[end] for end in ends if end in buses)
+        if switches:
+            for other in buses.values():
+                if other != index and self._nvlink_remote_ends(other)[1] & switches:
+                    peers.add(other)
+        peers.discard(index)
+        return {"active_links": active, "nvswitch": bool(switches), "peers": sorted(peers)}
+
+    def fabric_state(self, index):
+        """The GPU's state in the NVLink fabric Fabric Manager sets up ("completed", "not-started",
+        "in-progress"); None where NVML has none (nvml.h nvmlDeviceGetGpuFabricInfoV: "For Hopper
+        or newer fully supported devices"; GPUs without NVSwitch answer NOT_SUPPORTED)."""
+        info = self.pynvml.c_nvmlGpuFabricInfoV_t()
+        try:
+            self.call("reading the NVLink fabric state", self.pynvml.nvmlDeviceGetGpuFabricInfoV,
+                      self.handle(index), ctypes.byref(info), gpu=index)
+        except NvmlError as exc:
+            if self.is_error(exc, "NotSupported") or self.is_error(exc, "FunctionNotFound"):
+                return None
+            raise
+        state = _FABRIC_STATES.get(info.state, str(info.state))
+        return None if state == "not-supported" else state
+
     # -- MIG profiles and instances ----------------------------------------------------------
     def mig_profiles(self, index):
-        """The GPU-instance profiles this GPU offers, as NVML reports them: {name: GpuProfile}.
+        """The GPU-instance profiles this GPU offers, as NVML reports them: {name: GpuProfile},
+        with the A30's counts corrected (see A30_INSTANCE_COUNTS).
 
-        MIG mode must be enabled (NVML answers NotSupported otherwise).
+        Called with MIG mode enabled; older drivers answer NotSupported otherwise (nvml.h
+        ...ProfileInfoV), and the profiles are then reported as none.
         """
         handle = self.handle(index)
         infos = []
@@ -367,6 +469,8 @@ class Nvml:
             return {}
         total_mib = None
         profiles = {}
+        pci = self.call("reading PCI info", self.pynvml.nvmlDeviceGetPciInfo, handle, gpu=index)
+        true_counts = A30_INSTANCE_COUNTS if (pci.pciDeviceId >> 16) & 0xFFFF == A30_PCI_DEVICE_ID else {}
         for enum, info in infos:
             name = _text(getattr(info, "name", b"")) or ""
             name = name[4:] if name.startswith("MIG ") else name
@@ -377,7 +481,8 @@ class Nvml:
                     total_mib = memory.total / float(_MIB)
                 name = profile_name_from_memory(info.memorySizeMB, total_mib, total_mib / 1024.0,
                                                 info.sliceCount, enum)
-            profiles[name] = GpuProfile(name, enum, info.id, info.sliceCount, info.instanceCount,
+            profiles[name] = GpuProfile(name, enum, info.id, info.sliceCount,
+                                        true_counts.get(name, info.instanceCount),
                                         int(info.memorySizeMB), self._placements(index, handle, info))
         return profiles
 

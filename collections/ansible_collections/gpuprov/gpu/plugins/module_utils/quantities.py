@@ -43,10 +43,18 @@ import re
 from fractions import Fraction
 
 MIB_PER_GIB = 1024
+# Go's strings.TrimSpace trims Unicode spaces too, but no parser gpuprov writes for reads a
+# number with them around it; only ASCII whitespace (a file's trailing newline) is dropped.
+_ASCII_SPACE = " \t\n\r\v\f"
+# A workload's GPU memory: at least 1 MiB (less is no workload: 1e-300 GiB is a typo or a
+# probe, and below the smallest unit anything is allocated in), at most 1 PiB (no GPU is
+# near it; the bound keeps float arithmetic finite).
+WORKLOAD_MIN_MIB = 1.0
+WORKLOAD_MAX_MIB = float(1024 ** 3)
 
 _K8S_QUANTITY_RE = re.compile(
     r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?\Z", re.ASCII)
 # Bounds, so hostile text is refused before any arithmetic: resource.Quantity documents that
 # "no quantity may represent a number greater than 2^63-1 in magnitude, nor may it have more
 # than 3 decimal places" (apimachinery pkg/api/resource/quantity.go, type comment), so no
@@ -58,7 +66,7 @@ _K8S_BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _K8S_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                          "P": 15, "E": 18}
 
-_WORKLOAD_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmgt]i?)b?)?\s*$", re.IGNORECASE)
+_WORKLOAD_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmgt]i?)b?)?\s*\Z", re.IGNORECASE | re.ASCII)
 _WORKLOAD_UNIT_MIB = {
     "": float(MIB_PER_GIB),
     "ki": 1.0 / 1024, "k": 1e3 / 2 ** 20,
@@ -68,9 +76,9 @@ _WORKLOAD_UNIT_MIB = {
 }
 
 # Bounded digits: a 10,000-digit size is refused by the pattern, not by arithmetic.
-_MPS_MEMORY_RE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*(?:([MG])(?:iB|i|B)?)?\s*$", re.IGNORECASE)
+_MPS_MEMORY_RE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*(?:([MG])(?:iB|i|B)?)?\s*\Z", re.IGNORECASE | re.ASCII)
 
-_NVIDIA_SMI_MIB_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)(?:\s*MiB)?\s*$")
+_NVIDIA_SMI_MIB_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)(?:\s*MiB)?\s*\Z", re.ASCII)
 
 
 def k8s_quantity(value):
@@ -82,7 +90,7 @@ def k8s_quantity(value):
     """
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError("%r is not a quantity" % (value,))
-    text = str(value).strip() if isinstance(value, str) else str(value)
+    text = str(value).strip(_ASCII_SPACE) if isinstance(value, str) else str(value)
     if len(text) > _K8S_MAX_DIGITS + 8:
         raise ValueError("%r... is not a Kubernetes quantity (too long)" % (text[:40],))
     match = _K8S_QUANTITY_RE.match(text)
@@ -120,19 +128,29 @@ def format_k8s_bytes(amount):
 def workload_memory_mib(value):
     """A ``gpuprov fit`` workload's memory -> MiB (float). Bare numbers are GiB.
 
-    :raises ValueError: not a size, or not above zero.
+    :raises ValueError: not a size, not finite, below WORKLOAD_MIN_MIB or above WORKLOAD_MAX_MIB.
     """
     if isinstance(value, bool) or value is None:
         raise ValueError("must be a size such as 10 (GiB), \"10GiB\" or \"10GB\", got %r" % (value,))
+    if isinstance(value, int) and value.bit_length() > 64:
+        raise ValueError("must be at most %d GiB, got a number of %d bits"
+                         % (WORKLOAD_MAX_MIB // MIB_PER_GIB, value.bit_length()))
     if isinstance(value, (int, float)):
         mib = float(value) * MIB_PER_GIB
     else:
-        match = _WORKLOAD_SIZE_RE.match(str(value))
+        text = str(value)
+        match = _WORKLOAD_SIZE_RE.match(text) if len(text) <= 64 else None
         if not match:
             raise ValueError("must be a size such as 10 (GiB), \"10GiB\" or \"10GB\", got %r" % (value,))
         mib = float(match.group(1)) * _WORKLOAD_UNIT_MIB[(match.group(2) or "").lower()]
-    if not mib > 0 or math.isinf(mib):
+    if not math.isfinite(mib):
+        raise ValueError("must be a finite size, got %r" % (value,))
+    if not mib > 0:
         raise ValueError("must be > 0, got %r" % (value,))
+    if mib < WORKLOAD_MIN_MIB:
+        raise ValueError("must be at least 1 MiB, got %r" % (value,))
+    if mib > WORKLOAD_MAX_MIB:
+        raise ValueError("must be at most %d GiB, got %r" % (WORKLOAD_MAX_MIB // MIB_PER_GIB, value))
     return mib
 
 

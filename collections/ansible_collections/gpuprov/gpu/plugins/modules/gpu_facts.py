@@ -128,7 +128,10 @@ ansible_facts:
               description: Used memory in MiB.
               type: int
             compute_mode:
-              description: V(DEFAULT), V(EXCLUSIVE_PROCESS) or V(PROHIBITED).
+              description:
+                - V(DEFAULT), V(EXCLUSIVE_PROCESS) or V(PROHIBITED).
+                - Null on a GPU with MIG enabled, where NVML keeps the compute mode per MIG device
+                  (see each compute instance's C(compute_mode) under C(gpu_instances)).
               type: str
             persistence_mode:
               description:
@@ -158,7 +161,9 @@ ansible_facts:
               elements: dict
               returned: when MIG is enabled
             gpu_instances:
-              description: GPU instances with their placement (in memory slices) and compute instances.
+              description:
+                - GPU instances with their placement (in memory slices) and compute instances.
+                - Each compute instance carries the C(compute_mode) of its MIG device.
               type: list
               elements: dict
               sample:
@@ -167,7 +172,7 @@ ansible_facts:
                   profile_id: 9
                   placement: {start: 4, size: 4}
                   compute_instances:
-                    - {id: 0, profile_id: 2, slices: 3, placement: {start: 0, size: 3}}
+                    - {id: 0, profile_id: 2, slices: 3, placement: {start: 0, size: 3}, compute_mode: DEFAULT}
             processes:
               description: Compute processes, with the GPU instance they run in under MIG (null when unknown).
               type: list

@@ -166,6 +166,9 @@ mps:
   description:
     - C(running), whether the daemon answers; C(changed), whether compute mode or limits
       differ; C(error), why the daemon could not be checked (null when it could).
+    - C(differences), each difference in words (for example C(active thread percentage 100
+      (plan 25))); C(without_limits), whether the daemon runs with MPS's own defaults while
+      the plan sets limits, as after a start that did not set them.
   returned: when O(mps) is given
   type: dict
 mig_restore:

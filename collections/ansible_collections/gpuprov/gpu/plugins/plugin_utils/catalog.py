@@ -320,7 +320,7 @@ def _strip_vendor(norm):
     return norm
 
 
-_PCI_RE = re.compile(r"^(?:0x)?([0-9a-f]{4})(?:10de)?$|^10de:([0-9a-f]{4})$", re.IGNORECASE)
+_PCI_RE = re.compile(r"^(?:0x)?([0-9a-f]{4})(?:10de)?\Z|^10de:([0-9a-f]{4})\Z", re.IGNORECASE)
 
 
 def _build_index():
@@ -375,7 +375,7 @@ def lookup(name):
 def lookup_pci_filter(device_filter):
     """Model for a mig-parted device filter like 0x20B210DE (None when not in the catalog)."""
     text = str(device_filter).strip().split(":", maxsplit=1)[0]
-    match = re.match(r"^0x([0-9a-f]{4})([0-9a-f]{4})$", text, re.IGNORECASE)
+    match = re.match(r"^0x([0-9a-f]{4})([0-9a-f]{4})\Z", text, re.IGNORECASE)
     if not match:
         raise ValueError("device filter %r is not of the form 0x<device><vendor>, e.g. 0x20B210DE" % device_filter)
     if match.group(2).lower() != "10de":

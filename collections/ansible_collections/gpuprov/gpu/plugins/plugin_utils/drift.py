@@ -11,7 +11,8 @@ Record (all keys optional except gpu_facts)::
 
     {"gpu_facts": {...gpu_facts...},
      "kubelet": {"changed_keys": ["cpuManagerPolicy"], "error": null},      # plan has kubelet keys
-     "mps": {"running": true, "changed": false, "error": null},              # plan has host MPS
+     "mps": {"running": true, "changed": false, "error": null,               # plan has host MPS
+             "without_limits": false, "differences": []},
      "boot": {"unit_exists": true, "unit_enabled": "enabled", "state_text": "{...}"}}  # MIG-capable
 """
 
@@ -159,8 +160,14 @@ def mps_drift(plan, mps):
         return [_item("mps", "the MPS daemon could not be checked: %s" % mps["error"])]
     if not mps.get("running"):
         return [_item("mps", "the MPS control daemon is down")]
+    differences = "; ".join(mps.get("differences") or [])
+    if mps.get("without_limits"):
+        # The limits are the daemon's state: a start that does not set them loses them.
+        return [_item("mps", "the MPS control daemon runs without its limits (a start that did not set them)%s"
+                      % (": " + differences if differences else ""))]
     if mps.get("changed"):
-        return [_item("mps", "MPS compute mode or limits differ from the plan")]
+        return [_item("mps", "MPS compute mode or limits differ from the plan%s"
+                      % (": " + differences if differences else ""))]
     return []
 
 

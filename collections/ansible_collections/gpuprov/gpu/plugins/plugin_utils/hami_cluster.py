@@ -50,7 +50,7 @@ NVIDIA_PLUGIN_DEFAULT_TERMS = [
     {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]},
 ]
 NOT_ON_HAMI_NODES = {"key": NODE_LABEL_KEY, "operator": "NotIn", "values": [NODE_LABEL_VALUE]}
-_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class HamiRenderError(ValueError):

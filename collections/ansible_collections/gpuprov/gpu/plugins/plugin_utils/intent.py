@@ -28,13 +28,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import difflib
 import os
 import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import settings as kubelet_settings
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import mps_pinned_memory_mib
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, sharing as sharing_mod, sharing_base, user_catalog
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
+    catalog, migparted, safe_files, sharing as sharing_mod, sharing_base, user_catalog)
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 
 # Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
 # keys it owns (time_slicing_replicas, device_plugin, hami).
@@ -58,7 +61,7 @@ MAX_MIG_INSTANCES = 7
 MAX_NAME_LENGTH = 128
 # Kubernetes node names are DNS subdomains (RFC 1123): lower-case alphanumerics, '-' and
 # '.', at most 253 characters (k8s.io/apimachinery validation.IsDNS1123Subdomain).
-NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 NODE_NAME_MAX = 253
 
 # The gpuprov_* variables a node's plan reads.
@@ -150,17 +153,6 @@ def _freeze(value):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-_CONTROL_RE = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def escape(text):
-    """``text`` with control characters (newline, ESC, ...) written as escapes, so a host name
-    or value printed in an error or a table can never start a line or drive the terminal."""
-    text = text if isinstance(text, str) else str(text)
-    return _CONTROL_RE.sub(lambda m: "\\x%02x" % ord(m.group(0)) if ord(m.group(0)) < 0x100
-                           else "\\u%04x" % ord(m.group(0)), text)
 
 
 def short(value, limit=60):
@@ -268,16 +260,44 @@ def parse_node_name(host, hostvars, out):
     return name
 
 
-def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=None):
+class IntentCache:
+    """parse_intent for many hosts: hosts whose variables are the same objects (the hosts of a
+    group, as Ansible hands them over) are parsed once; each still gets its own host name,
+    node name and node-name check. Variables must not change while the cache is used."""
+
+    def __init__(self):
+        self._intents = {}
+
+    def parse(self, host, hostvars, base_dir=None, file_cache=None, user_models=None, roots=None):
+        """The same answer as parse_intent(...)."""
+        values = tuple(sorted((name, id(value)) for name, value in hostvars.items() if name != "gpuprov_node_name"))
+        key = (values, base_dir, roots, id(user_models))
+        known = self._intents.get(key)
+        if known is not None and all(hostvars.get(name) is value for name, value in known[0].items()):
+            out = _Collector(host)
+            node_name = parse_node_name(host, hostvars, out)
+            if out.problems:
+                return None, out.problems
+            node_intent = copy.copy(known[1])
+            node_intent.host, node_intent.node_name = host, node_name
+            return node_intent, []
+        node_intent, problems = parse_intent(host, hostvars, base_dir, file_cache, user_models, roots)
+        if node_intent is not None and not problems:
+            self._intents[key] = (dict((name, hostvars[name]) for name, number in values), node_intent)
+        return node_intent, problems
+
+
+def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=None, roots=None):
     """Build a NodeIntent from a host's variables. Returns (intent or None, [Problem]).
 
     ``user_models``: a user_catalog.UserCatalog from ``--catalog`` (the host's own
-    ``gpuprov_catalog_file`` adds to it).
+    ``gpuprov_catalog_file`` adds to it). ``roots``: the folders the files a host names must
+    lie in, for an inventory that may not be trusted (None: any file).
     """
     out = _Collector(host)
     check_variables(hostvars, out)
     node_name = parse_node_name(host, hostvars, out)
-    models_catalog, catalog_problems = user_catalog.for_host(hostvars, base_dir, file_cache, user_models)
+    models_catalog, catalog_problems = user_catalog.for_host(hostvars, base_dir, file_cache, user_models, roots)
     for reason in catalog_problems:
         out.add(user_catalog.CATALOG_FILE_VAR, reason)
     models = parse_models(host, hostvars, out, models_catalog)
@@ -347,7 +367,7 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
         if not isinstance(mig, dict):
             out.add("gpuprov_sharing.mig", "required for strategy mig: {config: NAME} or {devices: [...]}")
         else:
-            mig_requests, mig_strategy, mig_source = _parse_mig(mig, hostvars, models, base_dir, file_cache, out)
+            mig_requests, mig_strategy, mig_source = _parse_mig(mig, hostvars, models, base_dir, file_cache, out, roots)
     elif "gpuprov_mig_config_file" in hostvars and strategy is not None:
         pass  # a group-wide file is fine on hosts that do not use MIG
 
@@ -405,7 +425,7 @@ def _parse_mps(mps, out, models=None):
     return result
 
 
-def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
+def _parse_mig(mig, hostvars, models, base_dir, file_cache, out, roots=None):
     unknown = _unknown_keys(mig, MIG_KEYS)
     if unknown:
         out.add("gpuprov_sharing.mig", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(MIG_KEYS))))
@@ -444,6 +464,10 @@ def _parse_mig(mig, hostvars, models, base_dir, file_cache, out):
         if path is not None:
             if base_dir and not os.path.isabs(str(path)):
                 path = os.path.join(base_dir, str(path))
+            problem = None if roots is None else safe_files.confined_problem(path, roots, must_exist=False)
+            if problem is not None:
+                out.add("gpuprov_mig_config_file", "%s: %s" % (path, problem))
+                return None, mig_strategy, None
             try:
                 configs = _load_cached(path, file_cache)
             except migparted.MigPartedError as exc:

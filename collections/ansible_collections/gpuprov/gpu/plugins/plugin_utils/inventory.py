@@ -6,17 +6,23 @@
 InventoryManager + VariableManager resolve group_vars, host_vars, inventory plugins and
 limit patterns exactly as ansible-playbook does, so a plan never disagrees with a run.
 
-Planning is offline and runs nothing:
+Planning is offline, runs nothing and reads nothing of the machine it runs on, so an
+inventory from a repository its reader does not trust can be planned:
 
 * only inventory plugins that read files are enabled (OFFLINE_INVENTORY_PLUGINS): no
   inventory script runs and no cloud inventory is asked;
 * a source, or a file in a source folder, that no plugin parses is an error naming it
   (Ansible's ``inventory_unparsed_failed`` and ``inventory_any_unparsed_is_failed``);
+* an inventory of more than MAX_HOSTS hosts is refused as its hosts are added, and a host
+  range (``node[0:99999999]``) or a ``generator`` layer set that would expand beyond it is
+  refused before it is expanded;
 * only gpuprov_* variables are rendered; other variables are rendered only when a gpuprov_*
-  variable uses them (Ansible's templating is lazy);
-* while rendering, lookups other than ALLOWED_LOOKUPS are refused before their plugin is
-  even loaded (``pipe``, ``lines``, ``url``, ``password`` ... run programs, reach the network
-  or write files). Ansible's sandboxed Jinja already refuses ``__class__``-style escapes.
+  variable uses them (Ansible's templating is lazy); a value without template syntax is
+  taken as it is, without Ansible's templating (which copies every value it walks);
+* lookups are held to inventory_lookups: file, env and vars only, files from the
+  inventory's folders, environment variables the user allows;
+* the whole read has one time budget and each template its own time and memory limits
+  (inventory_limits). Ansible's sandboxed Jinja already refuses ``__class__``-style escapes.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,23 +31,20 @@ __metaclass__ = type
 
 import contextlib
 import os
-import signal
-import threading
-import time
+import re
+import string
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import inventory_limits
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory_limits import (
+    BudgetExhausted, MEMORY_PROBLEM, ReadingBudget, TEMPLATE_TIME_PROBLEM, TemplateTimeout)
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory_lookups import (
+    LookupPolicy, LookupRecord, RefusedLookup, offline_lookups)
 
 VAR_PREFIX = "gpuprov_"
-# Read-only lookups a plan may use: a file's content, an environment variable, a variable.
-ALLOWED_LOOKUPS = ("file", "env", "vars")
 # Inventory plugins that only read the source file (ansible-doc -t inventory NAME).
 OFFLINE_INVENTORY_PLUGINS = ("host_list", "advanced_host_list", "yaml", "ini", "toml", "constructed", "generator")
-# Rendering one variable, or parsing the inventory, may take this long (a template such as
-# `{% for i in range(10**9) %}` would otherwise never end); real ones take milliseconds.
-RENDER_SECONDS = 5
-PARSE_SECONDS = 60
-# ... and may grow the process by this much: `{{ 'x' * 10**10 }}` asks for 10 GB at once, and a
-# few concatenations of a 1 GB string would fill the controller's memory well within 5 s.
-RENDER_MEMORY_BYTES = 512 * 1024 * 1024
-_MEMORY_PROBLEM = "cannot render: the template needs more than %d MiB of memory" % (RENDER_MEMORY_BYTES // (1024 * 1024))
+# The most hosts one inventory may have: ten times the 10,000-node fleet the benchmarks plan.
+MAX_HOSTS = 100000
 # Variables every inventory host has (ansible/vars/manager.py, inventory/data.py).
 _SOURCE_VARS = ("inventory_dir", "inventory_file")
 
@@ -50,78 +53,100 @@ class InventoryError(Exception):
     """Bad inventory input; the message names the source, host or variable."""
 
 
-class RefusedLookup(Exception):
-    def __init__(self, name):
-        self.name = name
-        super(RefusedLookup, self).__init__(
-            "lookup %r is not allowed while planning (it may run a program, reach the network or write a file); "
-            "plans may use only the %s lookups" % (name, ", ".join(ALLOWED_LOOKUPS)))
+class ReadOptions:
+    """How an inventory is read: ``time_budget`` seconds for the whole read, and the
+    environment variables ``allow_env`` that lookup('env') may read besides ENV_PREFIX*."""
+
+    def __init__(self, time_budget=None, allow_env=()):
+        self.time_budget = inventory_limits.DEFAULT_BUDGET_SECONDS if time_budget is None else time_budget
+        self.allow_env = tuple(allow_env or ())
 
 
-class RenderTimeout(BaseException):
-    """Raised by the time budget's alarm. A BaseException, so no `except Exception` in the
-    templating code on the way can swallow it."""
+class _TooManyHosts(BaseException):
+    """Raised from inside an inventory plugin; a BaseException, so the plugin manager does
+    not take it for one plugin's failure and try the next."""
+
+    def __init__(self, message):
+        super(_TooManyHosts, self).__init__(message)
+        self.message = message
+
+
+_RANGE_RE = re.compile(r"\[([^\]]*)\]")
+
+
+def _range_size(pattern):
+    """How many host names an Ansible host range (``db[01:10:2]-[a:c]``) expands to, counted
+    without expanding it; None where Ansible would not read it as a range (it then says why).
+    The rules are those of ansible-core's expand_hostname_range (plugins/inventory/__init__.py)."""
+    size = 1
+    for group in _RANGE_RE.findall(str(pattern)):
+        bounds = group.split(":")
+        if len(bounds) not in (2, 3):
+            return None
+        begin, end = bounds[0] or "0", bounds[1]
+        step = bounds[2] if len(bounds) == 3 else "1"
+        letters = string.ascii_letters
+        try:
+            if begin in letters and end in letters:
+                count = len(letters[letters.index(begin):letters.index(end) + 1:int(step)])
+            else:
+                first, last, stride = int(begin), int(end), int(step)
+                if stride < 1:
+                    return None
+                # len(range(...)) without building it, and without its C size limit.
+                count = max(0, (last - first) // stride + 1)
+        except ValueError:
+            return None
+        size *= count
+    return size
 
 
 @contextlib.contextmanager
-def time_budget(seconds):
-    """Interrupt the block after ``seconds`` with RenderTimeout (main thread only, where
-    Python delivers signals; elsewhere the block runs unbounded). An alarm set by the caller
-    is put back, less the time spent here."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
+def _host_limit(inventory, limit):
+    """Refuse more than ``limit`` hosts: counted as they are added, and before a host range or
+    a generator inventory expands."""
+    import ansible.plugins.inventory as inventory_plugins
+    from ansible.plugins.inventory import generator
 
-    def expire(signum, frame):
-        raise RenderTimeout()
+    data = inventory._inventory
+    add_host = data.add_host
+    expand = inventory_plugins.expand_hostname_range
+    generator_parse = generator.InventoryModule.parse
 
-    started = time.monotonic()
-    previous_handler = signal.signal(signal.SIGALRM, expire)
-    previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    def too_many(what):
+        return _TooManyHosts("%s; an inventory may have at most %d hosts" % (what, limit))
+
+    def counted_add_host(host, *args, **kwargs):
+        if host not in data.hosts and len(data.hosts) >= limit:
+            raise too_many("more than %d hosts" % limit)
+        return add_host(host, *args, **kwargs)
+
+    def bounded_expand(line=None):
+        size = _range_size(line) if line else None
+        if size is not None and len(data.hosts) + size > limit:
+            raise too_many("host range %r expands to %s hosts" % (str(line)[:100], size))
+        return expand(line)
+
+    def bounded_generator_parse(plugin, inventory_data, loader, path, cache=False):
+        # The file the plugin is about to read (its _read_config_data), read first to count.
+        config = loader.load_from_file(path, cache="none") or {}
+        size = 1
+        layers = config.get("layers") if isinstance(config, dict) else None
+        for values in (layers if isinstance(layers, dict) else {}).values():
+            size *= len(values) if hasattr(values, "__len__") else 1
+        if len(data.hosts) + size > limit:
+            raise too_many("generator %s: its layers make %d hosts" % (path, size))
+        return generator_parse(plugin, inventory_data, loader, path, cache=cache)
+
+    data.add_host = counted_add_host
+    inventory_plugins.expand_hostname_range = bounded_expand
+    generator.InventoryModule.parse = bounded_generator_parse
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-        if previous_timer[0] > 0:
-            left = previous_timer[0] - (time.monotonic() - started)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), previous_timer[1])
-
-
-def _address_space_bytes():
-    """This process's virtual memory size (Linux /proc/self/statm, first field, in pages), or
-    None where it cannot be read."""
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-@contextlib.contextmanager
-def memory_budget(extra_bytes):
-    """Let the block grow the process's address space by ``extra_bytes`` at most: an allocation
-    beyond raises MemoryError (RLIMIT_AS, soft limit only, put back afterwards). Where the limit
-    cannot be set (no resource module, no /proc, a hard limit already lower) the block runs with
-    the limits it has."""
-    try:
-        import resource
-    except ImportError:
-        resource = None
-    current = _address_space_bytes()
-    if resource is None or current is None:
-        yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    wanted = current + extra_bytes
-    if (hard != resource.RLIM_INFINITY and wanted > hard) or (soft != resource.RLIM_INFINITY and wanted > soft):
-        yield
-        return
-    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        generator.InventoryModule.parse = generator_parse
+        inventory_plugins.expand_hostname_range = expand
+        del data.add_host
 
 
 def plain(value):
@@ -139,43 +164,6 @@ def plain(value):
     if isinstance(value, str):
         return str(value)
     return value
-
-
-def lookup_allowed(name):
-    """True for an allowed lookup, by short name or as ansible.builtin.NAME/ansible.legacy.NAME."""
-    name = str(name)
-    for prefix in ("ansible.builtin.", "ansible.legacy."):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-    return name in ALLOWED_LOOKUPS
-
-
-@contextlib.contextmanager
-def offline_lookups():
-    """Refuse every lookup but ALLOWED_LOOKUPS while the block runs.
-
-    Every lookup()/query() in a template is resolved through ``lookup_loader.get`` (ansible
-    _internal/_templating/_jinja_plugins.py ``_invoke_lookup``); the guard answers before a
-    refused plugin is loaded, and checks that an allowed short name resolved to the builtin.
-    """
-    from ansible.plugins.loader import lookup_loader
-
-    original = lookup_loader.get
-
-    def guarded(name, *args, **kwargs):
-        if not lookup_allowed(name):
-            raise RefusedLookup(name)
-        plugin = original(name, *args, **kwargs)
-        resolved = getattr(plugin, "ansible_name", None) if plugin is not None else None
-        if resolved is not None and not str(resolved).startswith("ansible.builtin."):
-            raise RefusedLookup(resolved)
-        return plugin
-
-    lookup_loader.get = guarded
-    try:
-        yield
-    finally:
-        del lookup_loader.get
 
 
 @contextlib.contextmanager
@@ -202,6 +190,7 @@ def _partial_parses(inventory):
     from ansible.utils.display import Display
 
     display = Display()
+    own = vars(display).get("warning")  # a wrapper the caller set on the instance, if any
     original = display.warning
     found = []
 
@@ -214,7 +203,10 @@ def _partial_parses(inventory):
     try:
         yield found
     finally:
-        del display.warning
+        if own is not None:
+            display.warning = own
+        else:
+            del display.warning
 
 
 def _behind(exc, kinds):
@@ -304,79 +296,149 @@ def _set_vault(loader, vault):
 
 
 class HostVars:
-    """One host's gpuprov_* variables, rendered, and the folder its relative paths start from."""
+    """One host's gpuprov_* variables, rendered, and the folder its relative paths start from.
 
-    __slots__ = ("host", "variables", "base_dir", "secrets", "problems")
+    ``roots``: the inventory's folders, the only ones a file the host names may be read from.
+    ``looked_up``: {variable: [(lookup, term, value)]} of the file/env lookups its rendering
+    used, so that no message about the variable shows what they returned.
+    """
 
-    def __init__(self, host, variables, base_dir, secrets, problems=()):
+    __slots__ = ("host", "variables", "base_dir", "secrets", "problems", "roots", "looked_up")
+
+    def __init__(self, host, variables, base_dir, secrets, problems=(), roots=None, looked_up=None):
         self.host = host
         self.variables = variables
         self.base_dir = base_dir
         self.secrets = secrets
         # [(variable, reason)] for variables that could not be rendered (refused lookups, ...)
         self.problems = list(problems)
+        self.roots = roots
+        self.looked_up = looked_up or {}
 
 
-def _is_vaulted(value):
+def _encrypted_string_class():
     try:
         from ansible.parsing.vault import EncryptedString
     except ImportError:  # pragma: no cover - every supported ansible-core has it
-        return False
-    return isinstance(value, EncryptedString)
+        return ()
+    return EncryptedString
 
 
-def render_host(host, all_vars, loader, names=()):
-    """Render ``host``'s gpuprov_* variables (and ``names``, when the host sets them) with
-    lookups restricted.
+_PLAIN_SCALARS = (bool, int, float, type(None))
 
-    Returns (rendered, secrets, problems): problems are (variable, reason) for variables
-    that could not be rendered (a refused lookup, an undefined variable, a vault secret
-    missing); those are left out of ``rendered``.
-    """
-    from ansible.errors import AnsibleError
-    from ansible.template import Templar
 
-    mine = dict((k, v) for k, v in all_vars.items()
-                if isinstance(k, str) and (k.startswith(VAR_PREFIX) or k in names))
-    templar = Templar(loader=loader, variables=all_vars)
-    rendered, secrets, problems = {}, [], []
-    for name in sorted(mine):
-        value = mine[name]
-        try:
-            with time_budget(RENDER_SECONDS), memory_budget(RENDER_MEMORY_BYTES), offline_lookups():
-                result = templar.template(value)
-                rendered[name] = plain(result)
-        except RenderTimeout:
-            problems.append((name, "cannot render: the template ran longer than %d s" % RENDER_SECONDS))
-        except RefusedLookup as exc:
-            problems.append((name, str(exc)))
-        except AnsibleError as exc:
-            refused = _refused(exc)
-            text = _error_text(exc)
-            if refused is not None:
-                problems.append((name, str(refused)))
-            elif _behind(exc, MemoryError) is not None:
-                problems.append((name, _MEMORY_PROBLEM))
-            elif "vault" in text.lower() and "secret" in text.lower():
-                problems.append((name, "the value is vault-encrypted and no vault secret was given "
-                                       "(use --vault-password-file, --vault-id or --ask-vault-pass)"))
-            else:
-                problems.append((name, "cannot render: %s" % text))
-        except MemoryError:
-            problems.append((name, _MEMORY_PROBLEM))
-        except (RecursionError, OverflowError):
-            problems.append((name, "cannot render: the template expands without bound"))
-    # Every vaulted value the host can see, decrypted only to be kept out of messages.
-    for value in all_vars.values():
-        if _is_vaulted(value):
+def _needs_templating(value, is_template):
+    """False when ``value`` is plain data without template syntax (what Ansible's templating
+    would give back unchanged); True for a template anywhere in it, or any value that is not
+    plain data (a vaulted value, an object Ansible transforms when templating)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if is_template(item):
+                return True
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and is_template(key):
+                    return True
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif not isinstance(item, _PLAIN_SCALARS):
+            return True
+    return False
+
+
+class _Renderer:
+    """Renders hosts' variables inside one read: one template checker, one lookup record."""
+
+    def __init__(self, loader, budget, names=()):
+        from ansible.template import Templar
+
+        self.loader = loader
+        self.budget = budget
+        self.names = frozenset(names)
+        self.record = None
+        self.is_template = Templar(loader=loader).is_possibly_template
+        self.encrypted = _encrypted_string_class()
+        # id(value) -> (value, plain(value)): hosts of one group share their group's values
+        # (the same objects from Ansible), so each is copied once, and the hosts share the copy.
+        self._plain = {}
+
+    def current_record(self):
+        return self.record
+
+    def render_host(self, host, all_vars):
+        """(rendered, secrets, problems, looked_up) of one host's gpuprov_* variables and
+        ``names``; problems are (variable, reason) for what could not be rendered (a refused
+        lookup, an undefined variable, a vault secret missing), left out of ``rendered``."""
+        from ansible.errors import AnsibleError
+        from ansible.template import Templar
+
+        rendered, problems, looked_up = {}, [], {}
+        templar = None
+        for name in sorted(k for k in all_vars if isinstance(k, str) and (k.startswith(VAR_PREFIX) or k in self.names)):
+            value = all_vars[name]
+            known = self._plain.get(id(value))
+            if known is not None and known[0] is value:
+                rendered[name] = known[1]
+                continue
+            if not _needs_templating(value, self.is_template):
+                rendered[name] = plain(value)
+                self._plain[id(value)] = (value, rendered[name])
+                continue
+            if templar is None:
+                templar = Templar(loader=self.loader, variables=all_vars)
+            record = self.record = LookupRecord()
+            self.budget.step("rendering %s: %s" % (host, name))
             try:
-                secrets.append(str(value))
-            except Exception:  # no secret for it: then it cannot have been rendered either
-                pass
-    return rendered, secrets, problems
+                with self.budget.template("%s: %s" % (host, name)):
+                    result = plain(templar.template(value))
+                if record.refused is not None:
+                    problems.append((name, str(record.refused)))
+                else:
+                    rendered[name] = result
+            except TemplateTimeout:
+                problems.append((name, TEMPLATE_TIME_PROBLEM))
+            except RefusedLookup as exc:
+                problems.append((name, str(exc)))
+            except AnsibleError as exc:
+                problems.append((name, self._render_problem(exc, record)))
+            except MemoryError:
+                problems.append((name, MEMORY_PROBLEM))
+            except (RecursionError, OverflowError):
+                problems.append((name, "cannot render: the template expands without bound"))
+            finally:
+                self.budget.end_template()
+                self.record = None
+            if record.values:
+                looked_up[name] = list(record.values)
+        # Every vaulted value the host can see, decrypted only to be kept out of messages.
+        secrets = []
+        if self.encrypted:
+            for value in all_vars.values():
+                if isinstance(value, self.encrypted):
+                    try:
+                        secrets.append(str(value))
+                    except Exception:  # no secret for it: then it cannot have been rendered either
+                        pass
+        return rendered, secrets, problems, looked_up
+
+    @staticmethod
+    def _render_problem(exc, record):
+        refused = record.refused or _refused(exc)
+        if refused is not None:
+            return str(refused)
+        if _behind(exc, MemoryError) is not None:
+            return MEMORY_PROBLEM
+        text = _error_text(exc)
+        if "vault" in text.lower() and "secret" in text.lower():
+            return ("the value is vault-encrypted and no vault secret was given "
+                    "(use --vault-password-file, --vault-id or --ask-vault-pass)")
+        return "cannot render: %s" % text
 
 
-def load_inventory(sources, limit=None, vault=None, extra_vars=None, names=(), every_host=False):
+def load_inventory(sources, limit=None, vault=None, extra_vars=None, names=(), every_host=False, reading=None):
     """Return ([HostVars], [skipped host names]) for the hosts matching ``limit``.
 
     Hosts without any gpuprov_ variable are not GPU nodes and come back as skipped, unless
@@ -384,16 +446,17 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None, names=(), e
     connection variables `gpuprov top` needs, say); no other variable is ever rendered.
     ``sources``: inventory paths (files, folders or comma lists) as ansible -i takes them.
     ``extra_vars``: a dict that overrides every inventory variable, as ansible-playbook -e.
+    ``reading``: ReadOptions (the time budget of the whole read, environment variables
+    lookups may read).
     Relative paths in a host's variables start from the host's ``inventory_dir`` (the folder
     of the source that defines the host), as the node_plan action resolves them.
     """
-    from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
     from ansible.inventory.manager import InventoryManager
     from ansible.plugins.loader import init_plugin_loader
     from ansible.utils.collection_loader import AnsibleCollectionConfig
-    from ansible.vars.manager import VariableManager
 
+    reading = reading or ReadOptions()
     for source in sources:
         if "," not in source and not os.path.exists(source):
             raise InventoryError("inventory %s: no such file or directory" % source)
@@ -402,21 +465,40 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None, names=(), e
     loader = DataLoader()
     _set_vault(loader, vault)
     inventory = InventoryManager(loader=loader, sources=list(sources), parse=False)
+    policy = LookupPolicy.for_sources(sources, reading.allow_env)
+    budget = ReadingBudget(reading.time_budget)
+    renderer = _Renderer(loader, budget, names)
+    where = ", ".join(sources)
     try:
-        with time_budget(PARSE_SECONDS), _offline_inventory(), offline_lookups(), _partial_parses(inventory) as partial:
-            inventory.parse_sources(cache=False)
-        if partial:
-            source, message = partial[0]
-            raise InventoryError("inventory %s: %s (the file parsed only in part; fix it or remove what it skips)"
-                                 % (source, _one_line(message)))
-    except RenderTimeout:
-        raise InventoryError("inventory %s: parsing ran longer than %d s" % (", ".join(sources), PARSE_SECONDS))
+        # The lookups, plugins and host bound are set up once, outside the budget: the budget
+        # is the innermost block, so its alarm is off before anything else is put back.
+        with _offline_inventory(), offline_lookups(policy, renderer.current_record), \
+                _partial_parses(inventory) as partial, _host_limit(inventory, MAX_HOSTS), budget:
+            return _read(inventory, loader, sources, limit, extra_vars, every_host, renderer, partial, policy)
+    except BudgetExhausted:
+        raise InventoryError("inventory %s: %s" % (where, budget.exhausted_message()))
+    except TemplateTimeout:  # a template's alarm that fired on its way out of the template
+        raise InventoryError("inventory %s: %s (while %s)" % (where, TEMPLATE_TIME_PROBLEM, budget.where))
+    except _TooManyHosts as exc:
+        raise InventoryError("inventory %s: %s" % (where, exc.message))
+
+
+def _read(inventory, loader, sources, limit, extra_vars, every_host, renderer, partial, policy):
+    from ansible.errors import AnsibleError
+    from ansible.vars.manager import VariableManager
+
+    where = ", ".join(sources)
+    try:
+        inventory.parse_sources(cache=False)
     except AnsibleError as exc:
-        refused = _refused(exc)
-        raise InventoryError("inventory %s: %s" % (", ".join(sources), refused or _error_text(exc)))
+        raise InventoryError("inventory %s: %s" % (where, _refused(exc) or _error_text(exc)))
+    if partial:
+        source, message = partial[0]
+        raise InventoryError("inventory %s: %s (the file parsed only in part; fix it or remove what it skips)"
+                             % (source, _one_line(message)))
     if not inventory.list_hosts("all"):
         raise InventoryError("inventory %s: no hosts found (check the file parses: ansible-inventory -i %s --list)"
-                             % (", ".join(sources), sources[0]))
+                             % (where, sources[0]))
     variables = VariableManager(loader=loader, inventory=inventory)
     if extra_vars:
         # What ansible-playbook -e sets: the highest precedence, above every inventory value.
@@ -429,10 +511,11 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None, names=(), e
         raise InventoryError("limit %r matches no host of the inventory" % limit)
 
     result, skipped = [], []
+    budget = renderer.budget
     for host in hosts:
+        budget.step("resolving the variables of %s" % host.name)
         try:
-            with offline_lookups():
-                all_vars = variables.get_vars(host=host, include_hostvars=False, stage="all")
+            all_vars = variables.get_vars(host=host, include_hostvars=False, stage="all")
         except AnsibleError as exc:
             # A broken group_vars/host_vars file, or one vault-encrypted without a secret.
             refused = _refused(exc)
@@ -444,19 +527,8 @@ def load_inventory(sources, limit=None, vault=None, extra_vars=None, names=(), e
             # Not a GPU node (a control-plane host, say): nothing to plan.
             skipped.append(str(host.name))
             continue
-        rendered, secrets, problems = render_host(str(host.name), all_vars, loader, names)
+        rendered, secrets, problems, looked_up = renderer.render_host(str(host.name), all_vars)
         base_dir = all_vars.get("inventory_dir")
         base_dir = os.path.abspath(str(base_dir)) if base_dir else os.getcwd()
-        result.append(HostVars(str(host.name), rendered, base_dir, secrets, problems))
+        result.append(HostVars(str(host.name), rendered, base_dir, secrets, problems, policy.roots, looked_up))
     return result, skipped
-
-
-def load_host_vars(sources, limit=None):
-    """Compatibility: ([(host, {gpuprov_* vars})], [skipped hosts], base folder of the first source)."""
-    hosts, skipped = load_inventory(sources, limit)
-    for host in hosts:
-        for name, reason in host.problems:
-            raise InventoryError("%s: %s: %s" % (host.host, name, reason))
-    first = os.path.abspath(sources[0]) if sources and os.path.exists(sources[0]) else os.getcwd()
-    base_dir = first if os.path.isdir(first) else os.path.dirname(first)
-    return [(h.host, h.variables) for h in hosts], skipped, base_dir

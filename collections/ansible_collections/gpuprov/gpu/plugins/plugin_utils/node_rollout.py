@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import is_digits
+
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 # The device plugin chart's DaemonSets, by component: the plugin's name is the chart's fullname,
@@ -140,10 +142,10 @@ def wave_sizes(waves, host_count, max_nodes=None):
         raise ValueError("max nodes per wave must be a whole number >= 0 (0: no cap), got %r" % (max_nodes,))
     sizes = []
     for wave in waves:
-        if isinstance(wave, bool) or not (isinstance(wave, int) or (isinstance(wave, str) and (
-                wave.isdigit() or (wave.endswith("%") and wave[:-1].isdigit())))):
+        if isinstance(wave, bool) or not (isinstance(wave, int) or (isinstance(wave, str) and len(wave) <= 12 and (
+                is_digits(wave) or (wave.endswith("%") and is_digits(wave[:-1]))))):
             raise ValueError("wave %r: use a node count (1) or a percentage (10%%)" % (wave,))
-        size = _pct_to_int(wave if not (isinstance(wave, str) and wave.isdigit()) else int(wave), host_count)
+        size = _pct_to_int(wave if not is_digits(wave) else int(wave), host_count)
         if size <= 0:
             raise ValueError("wave %r: must be at least one node" % (wave,))
         if max_nodes:

@@ -231,7 +231,7 @@ class Planner:
                             "and must use the daemon's pipe directory")
         if any(g["model"] in _AMPERE_MIG for g in plan["gpus"] if g["mig"] and g["mig"]["enabled"]):
             warnings.append("Ampere GPUs apply a MIG mode change only after a GPU reset; clients such as "
-                            "nvidia-persistenced or DCGM block it")
+                            "DCGM, nvsm or CUDA processes block it (nvidia-persistenced does not)")
         kubelet = plan["kubelet"]
         if kubelet.get("cpu_manager_policy") == "static" and kubelet.get("topology_manager_policy") in (None, "none"):
             warnings.append("static CPU manager without a topology manager policy does not align CPUs with GPUs; "

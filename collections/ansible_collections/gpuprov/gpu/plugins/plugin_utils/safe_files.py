@@ -15,6 +15,10 @@ all come through here, so a hostile or broken file is refused the same way every
   laughs"): more than ``max_nodes`` expanded nodes is refused while composing, before any
   Python object is built;
 * JSON's ``NaN``/``Infinity`` are refused (they are not JSON, RFC 8259 section 6).
+
+A file an inventory names (``gpuprov_mig_config_file``, ``gpuprov_catalog_file``, a
+``lookup('file')``) must also lie inside the inventory's folders (``confined_problem``): an
+inventory from a repository its reader does not trust may not read the reader's files.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -44,6 +48,34 @@ class FileInputError(ValueError):
         self.path = path
         self.reason = reason
         super(FileInputError, self).__init__("%s: %s" % (path, reason))
+
+
+def confined_problem(path, roots, must_exist=True):
+    """Why a file named by the inventory may not be read (outside ``roots``, through a hidden
+    folder, not a regular file, too big), or None."""
+    if not roots:
+        return "the inventory has no folder (a host list), so no file may be read"
+    roots = [os.path.realpath(str(root)) for root in roots]
+    real = os.path.realpath(str(path))
+    inside = None
+    for root in roots:
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            inside = root
+            break
+    if inside is None:
+        return "outside the inventory's folder%s %s (links resolved)" % (
+            "" if len(roots) == 1 else "s", ", ".join(roots))
+    if any(part.startswith(".") for part in os.path.relpath(real, inside).split(os.sep) if part != "."):
+        return "a hidden file or folder (a name starting with '.'), which plans do not read"
+    try:
+        info = os.stat(real)
+    except OSError:
+        return "no such file" if must_exist else None
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_size > MAX_BYTES:
+        return "%d bytes is over the limit of %d bytes" % (info.st_size, MAX_BYTES)
+    return None
 
 
 def read_text(path, max_bytes=MAX_BYTES):

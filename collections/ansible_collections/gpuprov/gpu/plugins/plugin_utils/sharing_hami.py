@@ -19,20 +19,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import finite_number
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import sharing_base as sharing
 
 KEYS = {"split_count", "memory_scaling", "core_scaling"}
 DEFAULTS = {"split_count": 10, "memory_scaling": 1, "core_scaling": 1}  # HAMi chart values.yaml v2.10.0
 MAX_SPLIT_COUNT = 100  # gpucores is a percentage: more than 100 tasks per GPU cannot each get 1 %
 MAX_SCALING = 10  # a typo guard; HAMi itself takes any positive float
+# HAMi advertises memory in MiB and cores in whole percent (values.yaml v2.10.0): a scaling
+# below 1 % leaves nothing to advertise. Finite, and no subnormal 5e-324 either.
+MIN_SCALING = 0.01
 NODE_LABEL = {"gpu": "on"}  # devicePlugin.nvidiaNodeSelector in the chart's values.yaml
 OPERATING_MODE = "hami-core"
 RESOURCES = {"count": "nvidia.com/gpu", "memory_mib": "nvidia.com/gpumem", "memory_percent": "nvidia.com/gpumem-percentage",
              "cores_percent": "nvidia.com/gpucores"}
-
-
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class HamiProvider(sharing.SharingProvider):
@@ -70,10 +70,13 @@ class HamiProvider(sharing.SharingProvider):
             result["split_count"] = split
         for key in ("memory_scaling", "core_scaling"):
             scaling = value.get(key, DEFAULTS[key])
-            if not _number(scaling) or not 0 < scaling <= MAX_SCALING:
-                out.add("gpuprov_sharing.hami.%s" % key, "must be a number above 0 and at most %d (HAMi's %s), got %r"
-                        % (MAX_SCALING, "deviceMemoryScaling" if key == "memory_scaling" else "deviceCoreScaling",
-                           scaling))
+            try:
+                finite_number(scaling, MIN_SCALING, MAX_SCALING)
+            except ValueError:
+                out.add("gpuprov_sharing.hami.%s" % key, "must be a number above 0 (at least %g) and at most %d "
+                        "(HAMi's %s), got %r" % (MIN_SCALING, MAX_SCALING,
+                                                 "deviceMemoryScaling" if key == "memory_scaling"
+                                                 else "deviceCoreScaling", scaling))
             else:
                 result[key] = scaling
         return {"hami": result}

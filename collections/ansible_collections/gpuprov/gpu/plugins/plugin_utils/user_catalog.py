@@ -34,9 +34,9 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_f
 ENTRY_KEYS = {"name", "description", "memory", "memory_mib", "compute_capability", "architecture",
               "nvidia_smi_names", "aliases", "pci_device_id", "pci_device_ids"}
 ARCHITECTURES = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "other")
-_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_CC_RE = re.compile(r"^([1-9][0-9]?)\.([0-9])$")
-_PCI_RE = re.compile(r"^(?:0x)?([0-9a-f]{4})$", re.IGNORECASE)
+_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+_CC_RE = re.compile(r"^([1-9][0-9]?)\.([0-9])\Z")
+_PCI_RE = re.compile(r"^(?:0x)?([0-9a-f]{4})\Z", re.IGNORECASE)
 CATALOG_FILE_VAR = "gpuprov_catalog_file"
 # The extra variable `gpuprov apply --catalog FILE` hands the node_plan action (not an inventory variable).
 CLI_CATALOG_VAR = "gpuprov_cli_catalog_file"
@@ -247,7 +247,7 @@ class UserCatalog:
         if isinstance(name, int) and not isinstance(name, bool) and name in self._pci:
             return self._pci[name]
         text = str(name).strip()
-        match = _PCI_RE.match(text) or re.match(r"^(?:0x)?([0-9a-f]{4})10de$|^10de:([0-9a-f]{4})$", text, re.IGNORECASE)
+        match = _PCI_RE.match(text) or re.match(r"^(?:0x)?([0-9a-f]{4})10de\Z|^10de:([0-9a-f]{4})\Z", text, re.IGNORECASE)
         if match:
             dev = int(next(g for g in match.groups() if g), 16)
             if dev in self._pci:
@@ -266,16 +266,24 @@ class UserCatalog:
         return difflib.get_close_matches(text, [m.key for m in self.models], n=3, cutoff=0.5)
 
 
-def for_host(hostvars, base_dir=None, file_cache=None, extra=None):
+def for_host(hostvars, base_dir=None, file_cache=None, extra=None, roots=None):
     """(UserCatalog or None, [problem]) for a host: ``extra`` (from --catalog) plus the models of
-    the host's ``gpuprov_catalog_file`` (relative to the inventory's folder)."""
+    the host's ``gpuprov_catalog_file`` (relative to the inventory's folder).
+
+    ``roots``: the folders the file must lie in (safe_files.confined_problem), when the
+    inventory may not be trusted; None where it is (the node_plan action in a playbook run).
+    """
     path = hostvars.get(CATALOG_FILE_VAR)
     if path is None:
         return extra, []
-    if not isinstance(path, str) or not path.strip():
+    if not isinstance(path, str) or not path.strip() or "\x00" in path or len(path) > 4096:
         return extra, ["must be the path of a YAML file with `models:`"]
     if base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
+    if roots is not None:
+        problem = safe_files.confined_problem(path, roots, must_exist=False)
+        if problem is not None:
+            return extra, ["%s: %s" % (path, problem)]
     key = os.path.abspath(path)
     cache = file_cache if file_cache is not None else {}
     if ("user-catalog", key) not in cache:

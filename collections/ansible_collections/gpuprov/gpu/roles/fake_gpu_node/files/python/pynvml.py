@@ -13,13 +13,25 @@ function names, constants, structure classes and ``NVMLError_*`` classes match n
   instance with processes, raises ``NVMLError_InUse``;
 * MIG calls on a GPU without MIG (T4, L40S, ...) raise ``NVMLError_NotSupported``, and so do
   GPU/compute-instance calls on a MIG-capable GPU whose MIG mode is off (nvml.h: "If device
-  doesn't have MIG mode enabled" -> NVML_ERROR_NOT_SUPPORTED);
+  doesn't have MIG mode enabled" -> NVML_ERROR_NOT_SUPPORTED); possible placements answer with
+  MIG off (nvml.h: "regardless of whether MIG is enabled or not"), profile info too unless the
+  state says ``profile_info_needs_mig`` (older drivers), and ``nvmlDeviceGetMaxMigDeviceCount``
+  is 0 with MIG off;
+* compute mode of a MIG-enabled GPU lives on its MIG device handles; the parent handle is
+  refused (nvml.h nvmlDeviceGetComputeMode: "device must be MIG device handle");
 * ``nvmlDeviceSetMigMode`` returns the activation status instead of raising: on Ampere the
   driver resets the GPU itself and the mode applies at once unless something holds the GPU
   (then it stays pending and the status is NVML_ERROR_IN_USE), on Hopper and later it applies
-  at once; with processes on the GPU it stays pending (NVML_ERROR_IN_USE);
+  at once; with processes on the GPU, or GPU instances when leaving MIG, it stays pending
+  (NVML_ERROR_IN_USE); asking again while pending retries;
 * a GPU reset (``reset_gpu``, fake ``nvidia-smi -r``) fails while anything holds the GPU,
-  including any other process with an open NVML session.
+  including any other process with an open NVML session, but not nvidia-persistenced when its
+  socket is in reach; on an Ampere NVSwitch node without Fabric Manager the GPUs' NVLink
+  peers must be reset in the same command (``reset_groups``, nvidia-smi(1));
+* the A30's profile info reports the driver's wrong instance counts (mig-parted
+  pkg/mig/discovery) while creating stops at the true ones;
+* NVLink links, their far ends (NVSwitches or a bridged GPU) and, on Hopper+, the fabric state
+  Fabric Manager (``nvidia-fabricmanager.service`` of the fake systemctl) sets up.
 
 State (one JSON file named by ``GPUPROV_FAKE_NVML_STATE``) is read on every call and written
 after every change under an flock, so separate processes (a module, ``nvidia-smi``, a test)
@@ -41,19 +53,22 @@ Node-wide keys:
   ``nvml_clients``           pids with an open NVML session (nvmlInit adds, nvmlShutdown
                              removes); a reset is refused while another live one exists
   ``holders``                what else holds the GPUs open: ``{"name", "unit"}`` while the
-                             fake systemctl has the unit active (``"persistence": true`` for
-                             nvidia-persistenced), ``{"name", "pid"}`` while the process lives
+                             fake systemctl has the unit active (``"persistence": true`` and
+                             ``"socket": PATH`` for nvidia-persistenced), ``{"name", "pid"}``
+                             while the process lives
   ``empty_mig_slot_code``    what nvmlDeviceGetMigDeviceHandleByIndex answers for an empty slot
                              (NVML_ERROR_NOT_FOUND by default, or NVML_ERROR_INVALID_ARGUMENT)
   ``missing_functions``      C symbols an older libnvidia-ml lacks (FunctionNotFound, or
                              NVMLLibraryMismatchError from the unversioned wrappers)
+  ``nvlink``                 {"kind": "nvswitch"} or {"kind": "pairs"} (new_state's ``nvlink``)
+  ``profile_info_needs_mig`` profile info refused while MIG is off, as older drivers do
 
 MIG management, placements and instance listing raise NO_PERMISSION unless the effective
 uid is 0 (nvml.h "Requires privileged user").
 
 Helpers for tests and the fleet: ``new_state``, ``load_state``, ``save_state``,
 ``mutate_state``, ``add_process``, ``add_profile``, ``set_mig_mode``, ``create_instances``,
-``gpu_holders``, ``reset_gpu``, ``reboot``. They are not NVML names (the contract test in
+``gpu_holders``, ``reset_gpu``, ``reset_groups``, ``nvlink_remotes``, ``reboot``. They are not NVML names (the contract test in
 tests/unit/plugins/module_utils/test_pynvml_contract.py keeps every nvml* name the fake
 defines equal to nvidia-ml-py's).
 """
@@ -68,7 +83,7 @@ import string
 import sys
 import tempfile
 import uuid as _uuid
-from ctypes import POINTER, Structure, addressof, c_char, c_uint, c_ulonglong, pointer
+from ctypes import POINTER, Structure, addressof, c_char, c_uint, c_uint8, c_uint32, c_ulonglong, pointer
 
 STATE_ENV = "GPUPROV_FAKE_NVML_STATE"
 
@@ -163,6 +178,19 @@ NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT = 0x1
 
 nvmlGpuInstanceProfileInfo_v2 = 0x02000098
 nvmlComputeInstanceProfileInfo_v2 = 0x02000088
+
+NVML_NVLINK_MAX_LINKS = 36
+NVML_NVLINK_DEVICE_TYPE_GPU = 0x00
+NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02
+NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+
+NVML_GPU_FABRIC_UUID_LEN = 16
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+nvmlGpuFabricInfo_v2 = 0x02000024
 
 # Compute slices of a full compute instance, by CI profile enum.
 _CI_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6}
@@ -412,6 +440,17 @@ class c_nvmlComputeInstanceInfo_t(Structure):
                 ("profileId", c_uint), ("placement", c_nvmlComputeInstancePlacement_t)]
 
 
+class c_nvmlGpuFabricInfo_v2_t(_PrintableStructure):
+    _fields_ = [("version", c_uint), ("clusterUuid", c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
+                ("status", c_uint), ("cliqueId", c_uint32), ("state", c_uint), ("healthMask", c_uint32)]
+
+    def __init__(self):
+        super(c_nvmlGpuFabricInfo_v2_t, self).__init__(version=nvmlGpuFabricInfo_v2)
+
+
+c_nvmlGpuFabricInfoV_t = c_nvmlGpuFabricInfo_v2_t
+
+
 # --- state file -------------------------------------------------------------------------------
 
 class FakeStateError(RuntimeError):
@@ -508,7 +547,20 @@ def _model_spec(key):
                 "placements": [[s, z] for s, z in p.placements],
             } for p in model.mig.profiles.values()],
         }
+        for prof in spec["mig"]["profiles"]:
+            reported = _REPORTED_INSTANCE_COUNTS.get(key, {}).get(prof["name"][4:])
+            if reported is not None:
+                prof["reported_instance_count"] = reported
     return spec
+
+
+# What the driver's profile info reports as instanceCount where it differs from what the driver
+# lets you create. NVIDIA/mig-parted v0.15.0 pkg/mig/discovery/discovery.go hard-codes the A30
+# profiles "due to NVML bug where GetGpuInstanceProfileInfo returns incorrect InstanceCount
+# values" without saying which values; the ones below are UNVERIFIED: the +me counts follow
+# mig-parted commit 9bb73fdd (2023), which corrected config-default.yaml's 2g.12gb+me from 2 to
+# 1, as a driver counting placements and not the one media engine would report them.
+_REPORTED_INSTANCE_COUNTS = {"A30": {"1g.6gb+me": 4, "2g.12gb+me": 2}}
 
 
 def add_profile(state, model, enum, profile_id, name, slice_count, memory_mb, placements, instance_count=1):
@@ -520,14 +572,20 @@ def add_profile(state, model, enum, profile_id, name, slice_count, memory_mb, pl
 
 
 def new_state(gpus=(), numa_nodes=1, driver_version="550.54.15", cuda_driver_version=12040,
-              driver="loaded"):
+              driver="loaded", nvlink=None):
     """A node's state: ``gpus`` is [(catalog model key, count), ...], in index order.
 
     GPUs are spread over ``numa_nodes`` in order (first half on node 0, ...). ``driver`` is
-    "loaded", "not_loaded" (library present, kernel module missing) or "absent".
+    "loaded", "not_loaded" (library present, kernel module missing) or "absent". ``nvlink``:
+    None (PCIe only), "nvswitch" (every GPU's NVLinks go to the baseboard's NVSwitches, as on
+    HGX/DGX A100 and H100) or "pairs" (NVLink bridges join GPU 0 with 1, 2 with 3, ...).
     """
+    if nvlink not in (None, "nvswitch", "pairs"):
+        raise FakeStateError("nvlink must be None, 'nvswitch' or 'pairs', got %r" % (nvlink,))
     state = {"driver": driver, "driver_version": driver_version,
              "cuda_driver_version": cuda_driver_version, "models": {}, "gpus": []}
+    if nvlink:
+        state["nvlink"] = {"kind": nvlink}
     keys = []
     for key, count in gpus:
         if key not in state["models"]:
@@ -627,18 +685,31 @@ def _unit_active(unit):
     return bool(units.get(unit, {}).get("active"))
 
 
-def gpu_holders(state, index, caller_pid=None):
+def gpu_holders(state, index, caller_pid=None, smi_reset=False):
     """What holds GPU ``index`` open, as descriptions; empty when a reset may go ahead.
 
-    The MIG User Guide: a reset fails "In use by another client" while nvsm, DCGM,
-    nvidia-persistenced or any process has the GPU open, and NVML itself opens every GPU in
-    nvmlInit until nvmlShutdown (nvml.h: nvmlShutdown "Shut down NVML by releasing all GPU
-    resources previously allocated with nvmlInit"). So the holders are: compute processes,
-    every live process with an NVML session (the caller's own too, unless ``caller_pid`` is
-    the one asking for the reset, as nvidia-smi is), and the ``holders`` of the state:
-    ``{"name", "unit"}`` holds while the fake systemctl has the unit active (nvidia-persistenced,
-    nvidia-dcgm, ...), ``{"name", "pid"}`` while the process lives (a device-plugin pod).
-    A holder with ``gpus`` holds only those indices.
+    nvidia-smi(1) -r: "There can't be any applications using these devices (e.g. CUDA
+    application, graphics application like X server, monitoring application like other
+    instance of nvidia-smi)"; the DGX A100 User Guide ("Multi-Instance GPU") stops nvsm and
+    dcgm before `nvidia-smi -mig 1`. NVML itself opens every GPU in nvmlInit until nvmlShutdown
+    (nvml.h: nvmlShutdown "Shut down NVML by releasing all GPU resources previously allocated
+    with nvmlInit"). So the holders are: compute processes, every live process with an NVML
+    session (the caller's own too, unless ``caller_pid`` is the one asking for the reset, as
+    nvidia-smi is), and the ``holders`` of the state: ``{"name", "unit"}`` holds while the fake
+    systemctl has the unit active (nvidia-dcgm, nvsm, ...), ``{"name", "pid"}`` while the
+    process lives (a device-plugin pod). A holder with ``gpus`` holds only those indices.
+
+    nvidia-persistenced (a holder with ``"persistence": true``) holds the GPU against the
+    driver's own reset inside nvmlDeviceSetMigMode (NVIDIA/gpu-operator#118: `nvidia-smi -mig`
+    stayed pending "In use by another client" while only the daemon held the GPU), but not
+    against ``nvidia-smi -r`` (``smi_reset``) when nvidia-smi reaches the daemon's ``socket``:
+    nvidia-smi then has the daemon let go of the GPUs it resets and take them back afterwards
+    (gpu-operator#118, 2021-04-06: the reset works once /run/nvidia-persistenced is shared;
+    NVIDIA/NVSentinel#1243: "nvidia-smi --gpu-reset ... will automatically detect if persistence
+    mode is enabled ... and handle disabling and enabling it ... as long as the
+    /run/nvidia-persistenced is available"; mig-parted v0.13.1 deployments/container/Dockerfile
+    links /var/run to /run for it). A persistence holder without ``socket``, or whose socket
+    path does not exist, holds against ``nvidia-smi -r`` too, as in a container without it.
     """
     gpu = state["gpus"][index]
     found = ["process %s" % p["pid"] for p in gpu.get("processes", [])]
@@ -647,6 +718,8 @@ def gpu_holders(state, index, caller_pid=None):
             found.append("NVML client pid %s" % pid)
     for holder in state.get("holders", []):
         if "gpus" in holder and index not in holder["gpus"]:
+            continue
+        if smi_reset and holder.get("persistence") and holder.get("socket") and os.path.exists(holder["socket"]):
             continue
         if holder.get("unit") and _unit_active(holder["unit"]):
             found.append("%s (%s)" % (holder.get("name", holder["unit"]), holder["unit"]))
@@ -660,7 +733,8 @@ def reset_gpu(state, index, caller_pid=None):
     gpu = state["gpus"][index]
     if gpu.get("lost"):
         raise FakeStateError("GPU %s is lost" % gpu["pci_bus_id"])
-    holders = gpu_holders(state, index, caller_pid=os.getpid() if caller_pid is None else caller_pid)
+    holders = gpu_holders(state, index, caller_pid=os.getpid() if caller_pid is None else caller_pid,
+                          smi_reset=True)
     if holders:
         raise FakeStateError("GPU %s: In use by another client (%s)" % (gpu["pci_bus_id"], ", ".join(holders)))
     if gpu.get("passthrough"):
@@ -771,20 +845,27 @@ def _mig_spec(state, gpu, need_enabled=True):
     return spec
 
 
-def _profile_by_enum(state, gpu, enum):
+def _profile_by_enum(state, gpu, enum, need_enabled=True):
     if not 0 <= enum < NVML_GPU_INSTANCE_PROFILE_COUNT:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    for prof in _mig_spec(state, gpu)["profiles"]:
+    for prof in _mig_spec(state, gpu, need_enabled)["profiles"]:
         if prof["enum"] == enum:
             return prof
     _raise(NVML_ERROR_NOT_SUPPORTED)
 
 
-def _profile_by_id(state, gpu, profile_id):
-    for prof in _mig_spec(state, gpu)["profiles"]:
+def _profile_by_id(state, gpu, profile_id, need_enabled=True):
+    for prof in _mig_spec(state, gpu, need_enabled)["profiles"]:
         if prof["id"] == profile_id:
             return prof
     _raise(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def _profile_info_needs_mig(state):
+    """Current drivers answer profile info with MIG mode off; older ones answered NOT_SUPPORTED
+    (nvml.h ...ProfileInfoV still lists "If device doesn't have MIG mode enabled"): the state's
+    ``profile_info_needs_mig`` plays such a driver."""
+    return bool(state.get("profile_info_needs_mig"))
 
 
 def _profile_by_name(state, gpu, name):
@@ -1160,25 +1241,45 @@ def nvmlDeviceGetComputeRunningProcesses(handle):
     return nvmlDeviceGetComputeRunningProcesses_v3(handle)
 
 
+def _compute_mode_target(state, handle):
+    """The dict that holds a handle's compute mode: the GPU, or the compute instance of a MIG
+    device. nvml.h nvmlDeviceGetComputeMode/nvmlDeviceSetComputeMode: "If MIG is enabled on a
+    GPU, device must be MIG device handle"; the parent handle of such a GPU is refused with
+    NOT_SUPPORTED (which code the driver gives is UNVERIFIED)."""
+    gpu = _gpu(state, handle, allow_mig_device=True)
+    dev = _dev(handle)
+    if dev.gi == _NO_ID:
+        if gpu["mig_current"]:
+            _raise(NVML_ERROR_NOT_SUPPORTED)
+        return gpu, gpu
+    gi = _find_gi(gpu, dev.gi)
+    for ci in (gi or {}).get("compute_instances", []):
+        if ci["id"] == dev.ci:
+            return gpu, ci
+    _raise(NVML_ERROR_INVALID_ARGUMENT)  # the MIG device is gone
+
+
 def nvmlDeviceGetComputeMode(handle):
-    return _gpu(_read(), handle)["compute_mode"]
+    _gpu_dict, target = _compute_mode_target(_read(), handle)
+    return target.get("compute_mode", NVML_COMPUTEMODE_DEFAULT)
 
 
 def nvmlDeviceSetComputeMode(handle, mode):
     mode = int(getattr(mode, "value", mode))
     with _mutate() as state:
-        gpu = _gpu(state, handle)
-        _require_root()  # nvml.h: "Requires privileged user."
+        gpu, target = _compute_mode_target(state, handle)
+        _require_root()  # nvml.h: "Requires root/admin permissions."
         if mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
             _raise(NVML_ERROR_NOT_SUPPORTED)
         if mode not in (NVML_COMPUTEMODE_DEFAULT, NVML_COMPUTEMODE_PROHIBITED,
                         NVML_COMPUTEMODE_EXCLUSIVE_PROCESS):
             _raise(NVML_ERROR_INVALID_ARGUMENT)
-        if gpu["mig_current"] and mode != NVML_COMPUTEMODE_DEFAULT:
+        if target is not gpu and mode == NVML_COMPUTEMODE_EXCLUSIVE_PROCESS:
             # nvidia-smi: "Setting compute mode to EXCLUSIVE_PROCESS is not supported on a
-            # MIG-enabled device. ... Not Supported" (NVIDIA/DCGM#82).
+            # MIG-enabled device. ... Not Supported" (NVIDIA/DCGM#82); the same answer on the
+            # MIG device handle is UNVERIFIED.
             _raise(NVML_ERROR_NOT_SUPPORTED)
-        gpu["compute_mode"] = mode
+        target["compute_mode"] = mode
 
 
 def nvmlDeviceGetPersistenceMode(handle):
@@ -1220,8 +1321,10 @@ def nvmlDeviceSetMigMode(device, mode):
     In a VM with passthrough (``passthrough: true``) it stays pending with the GPU's
     ``passthrough_status``: NVML_ERROR_RESET_REQUIRED (default) or NVML_ERROR_NOT_SUPPORTED,
     both seen in the guide's VM example.
-    Disabling MIG while GPU instances exist raises NVMLError_InUse (UNVERIFIED: modelled on
-    nvidia-smi refusing `-mig 0` until the instances are destroyed).
+    Disabling MIG while GPU instances exist returns NVML_ERROR_IN_USE as the activation
+    status and leaves the disable pending (nvml.h lists no IN_USE return for this call; that
+    the driver keeps the change pending then is UNVERIFIED). A call on a GPU whose change is
+    pending tries the activation again and reports its status anew.
     """
     mode = int(mode)
     if mode not in (NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE):
@@ -1233,15 +1336,18 @@ def nvmlDeviceSetMigMode(device, mode):
         wanted = bool(mode)
         if wanted == gpu["mig_current"] and wanted == gpu["mig_pending"]:
             return NVML_SUCCESS
-        if not wanted and gpu["gpu_instances"]:
-            _raise(NVML_ERROR_IN_USE)
         gpu["mig_pending"] = wanted
         if wanted == gpu["mig_current"]:
             # Cancelling a pending change needs no reset.
             return NVML_SUCCESS
+        # From here on the call (re)tries to activate the pending mode: nvml.h "The caller of
+        # this API is expected to idle the device and retry setting the mode".
         if gpu.get("passthrough"):
             return gpu.get("passthrough_status", NVML_ERROR_RESET_REQUIRED)
-        if gpu["processes"]:
+        if gpu["processes"] or (not wanted and gpu["gpu_instances"]):
+            # A GPU busy with processes, or with GPU instances when leaving MIG, cannot be
+            # unbound: "NVML_ERROR_IN_USE would be returned" in the activation status (the
+            # return itself stays one of nvml.h's listed codes).
             return NVML_ERROR_IN_USE
         if _spec(state, gpu)["architecture"] == "ampere":
             if gpu_holders(state, gpu["index"], caller_pid=os.getpid()):
@@ -1257,12 +1363,13 @@ def nvmlDeviceSetMigMode(device, mode):
 def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
     state = _read()
     gpu = _gpu(state, device)
-    prof = _profile_by_enum(state, gpu, int(profile))
+    prof = _profile_by_enum(state, gpu, int(profile), need_enabled=_profile_info_needs_mig(state))
     info = c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2 else c_nvmlGpuInstanceProfileInfo_t()
     info.id = prof["id"]
     info.isP2pSupported = 0
     info.sliceCount = prof["slice_count"]
-    info.instanceCount = prof["instance_count"]
+    # What the driver reports, which is not always what it lets you create (the A30, above).
+    info.instanceCount = prof.get("reported_instance_count", prof["instance_count"])
     info.multiprocessorCount = 14 * prof["slice_count"]
     info.copyEngineCount = prof["slice_count"]
     info.memorySizeMB = prof["memory_mb"]
@@ -1277,7 +1384,7 @@ nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo
 def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
     state = _read()
     gpu = _gpu(state, device)
-    prof = _profile_by_id(state, gpu, int(profileId))
+    prof = _profile_by_id(state, gpu, int(profileId), need_enabled=_profile_info_needs_mig(state))
     return nvmlDeviceGetGpuInstanceProfileInfo(device, prof["enum"])
 
 
@@ -1300,7 +1407,8 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
     state = _read()
     gpu = _gpu(state, device)
     _require_root()  # nvml.h: "Requires privileged user."
-    prof = _profile_by_id(state, gpu, int(profileId))
+    # nvml.h: "returns all the possible placements ... regardless of whether MIG is enabled or not".
+    prof = _profile_by_id(state, gpu, int(profileId), need_enabled=False)
     _fill(placementsRef, countRef, prof["placements"],
           lambda p: c_nvmlGpuInstancePlacement_t(p[0], p[1]))
     return NVML_SUCCESS
@@ -1491,13 +1599,133 @@ def nvmlComputeInstanceDestroy(computeInstance):
     return NVML_SUCCESS
 
 
+# --- NVLink and the NVLink fabric ---------------------------------------------------------------
+# NVLinks per GPU and NVSwitches per baseboard by compute capability major: HGX/DGX A100 have 12
+# links per GPU to six NVSwitches, HGX H100 18 links to four (Fabric Manager User Guide,
+# "NVSwitch-Based Systems"); the Blackwell figures are UNVERIFIED. Which link goes to which
+# switch is the fake's choice (link modulo switches).
+_NVLINKS = {7: (6, 6), 8: (12, 6), 9: (18, 4), 10: (18, 2)}
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
+
+
+def _switch_bus_id(number):
+    return "00000000:%02X:00.0" % (0xC0 + number)
+
+
+def nvlink_remotes(state, index):
+    """[(remote device type, remote PCI bus id)] for each NVLink of GPU ``index``; [] without."""
+    topology = state.get("nvlink")
+    gpu = state["gpus"][index]
+    spec = _spec(state, gpu)
+    links, switches = _NVLINKS.get(spec["compute_capability"][0], (0, 0))
+    # The data-centre GPUs of the catalog with NVLink: the MIG-capable ones and the V100.
+    if not topology or not links or not (spec["mig"] or spec["architecture"] == "volta"):
+        return []
+    if topology["kind"] == "nvswitch":
+        return [(NVML_NVLINK_DEVICE_TYPE_SWITCH, _switch_bus_id(link % switches)) for link in range(links)]
+    partner = index ^ 1
+    if partner >= len(state["gpus"]):
+        return []
+    return [(NVML_NVLINK_DEVICE_TYPE_GPU, state["gpus"][partner]["pci_bus_id"])] * links
+
+
+def fabric_manager_running():
+    """Whether the fake systemctl has nvidia-fabricmanager.service active."""
+    return _unit_active(FABRIC_MANAGER_UNIT)
+
+
+def _nvlink(device, link):
+    state = _read()
+    gpu = _gpu(state, device)
+    remotes = nvlink_remotes(state, gpu["index"])
+    if not remotes:
+        _raise(NVML_ERROR_NOT_SUPPORTED)  # nvml.h: "if the device doesn't support this feature"
+    if not 0 <= int(link) < NVML_NVLINK_MAX_LINKS:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    if int(link) >= len(remotes):
+        _raise(NVML_ERROR_NOT_SUPPORTED)  # a link this GPU lacks (the code is UNVERIFIED)
+    return remotes[int(link)]
+
+
+def nvmlDeviceGetNvLinkState(device, link):
+    _nvlink(device, link)
+    return NVML_FEATURE_ENABLED
+
+
+def nvmlDeviceGetNvLinkRemoteDeviceType(handle, link):
+    return _nvlink(handle, link)[0]
+
+
+def nvmlDeviceGetNvLinkRemotePciInfo(device, link):
+    bus_id = _nvlink(device, link)[1]
+    info = nvmlPciInfo_t()
+    domain, bus, devfn = bus_id.split(":")
+    info.busId = bus_id.encode()
+    info.busIdLegacy = ("%s:%s:%s" % (domain[-4:], bus, devfn)).encode()
+    info.domain = int(domain, 16)
+    info.bus = int(bus, 16)
+    info.device = int(devfn.split(".")[0], 16)
+    return info
+
+
+def nvmlDeviceGetGpuFabricInfoV(device, gpuFabricInfo):
+    """nvml.h: "For Hopper or newer fully supported devices. On Hopper + NVSwitch systems, GPU
+    is registered with the NVIDIA Fabric Manager": COMPLETED while Fabric Manager runs,
+    NOT_STARTED otherwise (the status reported then, NOT_READY here, is UNVERIFIED)."""
+    state = _read()
+    gpu = _gpu(state, device)
+    if _spec(state, gpu)["compute_capability"][0] < 9 or (state.get("nvlink") or {}).get("kind") != "nvswitch":
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    info = _deref(gpuFabricInfo)
+    if fabric_manager_running():
+        info.state, info.status = NVML_GPU_FABRIC_STATE_COMPLETED, NVML_SUCCESS
+    else:
+        info.state, info.status = NVML_GPU_FABRIC_STATE_NOT_STARTED, NVML_ERROR_NOT_READY
+    return NVML_SUCCESS
+
+
+def reset_groups(state, indices, fabric_manager=None):
+    """Why a reset of GPUs ``indices`` in one command is refused: {index: [peer indices the
+    command lacks]}; empty when it may go ahead.
+
+    nvidia-smi(1) -r: "Starting with the NVIDIA Ampere architecture, GPUs with NVLink
+    connections can be individually reset. On Ampere NVSwitch systems, Fabric Manager is
+    required to facilitate reset. On Hopper and later NVSwitch systems, the dependency on
+    Fabric Manager to facilitate reset is removed. If Fabric Manager is not running, or if any
+    of the GPUs being reset are based on an architecture preceding the NVIDIA Ampere
+    architecture, any GPUs with NVLink connections to a GPU being reset must also be reset in
+    the same command."
+    """
+    fabric_manager = fabric_manager_running() if fabric_manager is None else fabric_manager
+    wanted = set(indices)
+    missing = {}
+    for index in sorted(wanted):
+        remotes = nvlink_remotes(state, index)
+        if not remotes:
+            continue
+        major = _spec(state, state["gpus"][index])["compute_capability"][0]
+        switched = remotes[0][0] == NVML_NVLINK_DEVICE_TYPE_SWITCH
+        if major >= 9 or (major == 8 and (not switched or fabric_manager)):
+            continue
+        ends = set(bus for _kind, bus in remotes)
+        peers = [g["index"] for g in state["gpus"] if g["index"] != index
+                 and ends & set(bus for _kind, bus in nvlink_remotes(state, g["index"]))]
+        if switched is False:
+            peers = [g["index"] for g in state["gpus"] if g["pci_bus_id"] in ends]
+        lacking = [peer for peer in peers if peer not in wanted]
+        if lacking:
+            missing[index] = lacking
+    return missing
+
+
 # --- MIG device handles -----------------------------------------------------------------------
 
 def nvmlDeviceGetMaxMigDeviceCount(device):
     state = _read()
     gpu = _gpu(state, device)
     spec = _spec(state, gpu)["mig"]
-    return spec["compute_slices"] if spec else 0
+    # nvml.h: "Returns zero if MIG is not supported or enabled."
+    return spec["compute_slices"] if spec and gpu["mig_current"] else 0
 
 
 def nvmlDeviceGetMigDeviceHandleByIndex(device, index):

@@ -65,9 +65,11 @@ class FakeNode:
         with open(self.state_path, "rb") as handle:
             return handle.read()
 
-    def hold(self, unit="nvidia-persistenced.service", name="nvidia-persistenced", persistence=True):
+    def hold(self, unit="nvidia-persistenced.service", name="nvidia-persistenced", persistence=True, socket=True):
         """A host service that holds every GPU open while the fake systemctl has it active
-        (nvidia-persistenced by default; it also keeps persistence mode on)."""
+        (nvidia-persistenced by default; it also keeps persistence mode on). nvidia-persistenced
+        gets its socket under the test's tmp folder unless ``socket`` is False (as in a container
+        without /run/nvidia-persistenced), and then holds against ``nvidia-smi -r`` too."""
         systemd = os.environ.get("GPUPROV_FAKE_SYSTEMD_STATE")
         if not systemd:
             systemd = os.path.join(os.path.dirname(self.state_path), "systemd-state.json")
@@ -79,8 +81,15 @@ class FakeNode:
         data.setdefault("units", {})[unit] = {"active": True, "enabled": True}
         with open(systemd, "w") as handle:
             json.dump(data, handle)
+        holder = {"name": name, "unit": unit, "persistence": persistence}
+        if persistence and socket:
+            path = os.path.join(os.path.dirname(self.state_path), "run", "nvidia-persistenced", "socket")
+            if not os.path.isdir(os.path.dirname(path)):
+                os.makedirs(os.path.dirname(path))
+            open(path, "a").close()
+            holder["socket"] = path
         with self.edit() as state:
-            state.setdefault("holders", []).append({"name": name, "unit": unit, "persistence": persistence})
+            state.setdefault("holders", []).append(holder)
 
     def release(self, unit="nvidia-persistenced.service"):
         """Stop the holder unit (as systemctl stop would)."""

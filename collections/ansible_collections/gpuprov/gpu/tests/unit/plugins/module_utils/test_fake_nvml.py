@@ -101,8 +101,9 @@ def test_destroy_with_compute_instance_or_process_is_in_use(fake_node):
 def test_mig_calls_on_non_mig_gpu_and_disabled_mig_are_not_supported(fake_node):
     nvml, _state = _start(fake_node, [("T4", 1), ("A100-80GB", 1)])
     t4, a100 = nvml.nvmlDeviceGetHandleByIndex(0), nvml.nvmlDeviceGetHandleByIndex(1)
+    # Profile info with MIG off answers on current drivers (test_fake_nvml_rules.py).
     for call in (lambda: nvml.nvmlDeviceGetMigMode(t4), lambda: nvml.nvmlDeviceSetMigMode(t4, 1),
-                 lambda: nvml.nvmlDeviceGetGpuInstanceProfileInfo(a100, 0),
+                 lambda: nvml.nvmlDeviceGetGpuInstanceProfileInfo(t4, 0),
                  lambda: nvml.nvmlDeviceCreateGpuInstance(a100, 19)):
         with pytest.raises(nvml.NVMLError_NotSupported):
             call()
@@ -118,10 +119,7 @@ def test_mig_mode_ampere_pending_hopper_immediate_and_reboot(fake_node):
     assert nvml.nvmlDeviceSetMigMode(h100, nvml.NVML_DEVICE_MIG_ENABLE) == nvml.NVML_SUCCESS
     assert nvml.nvmlDeviceGetMigMode(a100) == [0, 1]
     assert nvml.nvmlDeviceGetMigMode(h100) == [1, 1]
-    with fake_node.edit() as live:
-        with pytest.raises(nvml.FakeStateError, match="In use by another client .*nvidia-persistenced"):
-            nvml.reset_gpu(live, 0)
-    fake_node.release()
+    # nvidia-smi -r has the running daemon let go of the GPU (see gpu_holders): the reset works.
     with fake_node.edit() as live:
         nvml.reset_gpu(live, 0)
     assert nvml.nvmlDeviceGetMigMode(a100) == [1, 1]

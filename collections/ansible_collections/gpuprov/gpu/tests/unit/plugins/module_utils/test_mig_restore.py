@@ -113,6 +113,7 @@ def test_ampere_mode_change_is_applied_with_the_modules_reset(fake_node, tmp_pat
     state = fake_node.setup([("A100-80GB", 1)])
     state["gpus"][0]["mig_pending"] = True
     fake_node.save(state)
+    fake_node.hold()  # nvidia-persistenced still holds it: asking again cannot apply it
     path = write_state_file(fake_node, tmp_path, plan_for("A100-80GB", 1))
 
     assert run(path) == mig_restore.EXIT_OK

@@ -180,6 +180,34 @@ class StubLib:
         self._out(device, self.real.c_nvmlDevice_t)
         return 0 if index.value == 0 else self.real.NVML_ERROR_INVALID_ARGUMENT
 
+    def nvmlDeviceGetPciInfo_v3(self, device, pci):
+        pci = self._out(pci, self.real.nvmlPciInfo_t)
+        pci.busId = b"00000000:07:00.0"
+        pci.pciDeviceId = 0x233010DE  # H100 80GB HBM3
+        return 0
+
+    def nvmlDeviceGetCount_v2(self, count):
+        self._out(count, ctypes.c_uint).value = 1
+        return 0
+
+    def nvmlDeviceGetNvLinkState(self, device, link, active):
+        assert isinstance(link, int)
+        if link >= 2:
+            return self.real.NVML_ERROR_INVALID_ARGUMENT
+        self._out(active, ctypes.c_uint).value = self.real.NVML_FEATURE_ENABLED
+        return 0
+
+    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, device, link, pci):
+        self._out(pci, self.real.nvmlPciInfo_t).busId = b"00000000:C%d:00.0" % link  # two NVSwitches
+        return 0
+
+    def nvmlDeviceGetGpuFabricInfoV(self, device, info):
+        # nvml.h: the caller passes a pointer to nvmlGpuFabricInfoV_t with .version set.
+        info = self._out(info, self.real.c_nvmlGpuFabricInfoV_t)
+        assert info.version == self.real.nvmlGpuFabricInfo_v2
+        info.state = self.real.NVML_GPU_FABRIC_STATE_COMPLETED
+        return 0
+
     def nvmlDeviceGetGpuInstanceProfileInfoV(self, device, profile, info):
         info = self._out(info, self.real.c_nvmlGpuInstanceProfileInfo_v2_t)
         assert info.version == self.real.nvmlGpuInstanceProfileInfo_v2, "the v2 struct needs its version set"
@@ -260,6 +288,14 @@ def test_real_wrappers_accept_gpuprovs_profile_and_placement_calls(stub_nvml):
         gi_id = nvml.create_gpu_instance(0, profiles["3g.40gb"], 4)
     assert gi_id == 1
     assert stub_nvml.calls == [("create", 9, 4, 4), ("create-ci", 1, 2)]
+
+
+def test_real_wrappers_accept_gpuprovs_nvlink_and_fabric_calls(stub_nvml):
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml
+
+    with Nvml() as nvml:
+        assert nvml.nvlink(0) == {"active_links": 2, "nvswitch": True, "peers": []}
+        assert nvml.fabric_state(0) == "completed"
 
 
 def test_a_missing_symbol_becomes_function_not_found_in_the_real_wrapper(stub_nvml, real):

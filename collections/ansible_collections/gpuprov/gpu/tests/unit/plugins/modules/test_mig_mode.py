@@ -61,6 +61,7 @@ def test_ampere_reset_applies_the_pending_mode(fake_node, run_module):
     state = fake_node.setup([("A100-80GB", 2)])
     state["gpus"][1]["mig_pending"] = True
     fake_node.save(state)
+    fake_node.hold()  # nvidia-persistenced: asking again cannot apply it, the reset does
     result = run_module(mig_mode.main, {"state": "enabled", "gpus": [1], "reset": True})
     assert not result.failed and result["changed"] is True
     gpu = result["gpus"][0]
@@ -97,13 +98,25 @@ def test_passthrough_not_supported_status_means_reboot_the_vm(fake_node, run_mod
     assert fake_node.calls() == []  # no reset tried
 
 
+def test_a_pending_change_applies_by_itself_once_nothing_holds_the_gpu(fake_node, run_module):
+    state = fake_node.setup([("A100-80GB", 1)])
+    state["gpus"][0]["mig_pending"] = True
+    fake_node.save(state)
+    # Nothing holds the GPU any more: asking again lets the driver reset it itself.
+    result = run_module(mig_mode.main, {"state": "enabled", "reset": True})
+    assert not result.failed and result["changed"] is True
+    assert result["gpus"][0]["activation_status"] == "NVML_SUCCESS" and result["reset"]["gpus"] == []
+    assert _modes(fake_node) == [(True, True)] and fake_node.calls() == []
+
+
 def test_held_ampere_gpu_resets_once_the_holder_is_gone(fake_node, run_module):
     state = fake_node.setup([("A100-80GB", 1)])
-    fake_node.hold()
+    fake_node.hold()  # nvidia-persistenced runs throughout: it is no reason to fail
+    fake_node.hold(unit="nvidia-dcgm.service", name="nvidia-dcgm", persistence=False)
     held = run_module(mig_mode.main, {"state": "enabled", "reset": True})
-    assert held.failed and "nvidia-persistenced" in held["msg"]
+    assert held.failed and "nvidia-dcgm" in held["msg"]
     assert _modes(fake_node) == [(False, True)]
-    fake_node.release()
+    fake_node.release(unit="nvidia-dcgm.service")
     result = run_module(mig_mode.main, {"state": "enabled", "reset": True})
     assert not result.failed and result["gpus"][0]["reset_done"] is True
     assert _modes(fake_node) == [(True, True)]

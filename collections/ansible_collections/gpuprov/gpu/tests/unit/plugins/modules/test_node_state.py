@@ -103,7 +103,7 @@ def test_mps_daemon_down_then_as_planned_then_other_limits(capsys, mps_node):
            "pinned_memory_limit": "10G", "timeout": 5}
 
     down = run_raw(capsys, node_state.main, {"mps": mps})
-    assert down["mps"] == {"running": False, "changed": True, "error": None}
+    assert (down["mps"]["running"], down["mps"]["changed"], down["mps"]["error"]) == (False, True, None)
     assert node.daemon() is None and node.compute_modes() == ["DEFAULT", "DEFAULT"]
     # As the playbooks ask: the daemon belongs to a systemd unit.
     by_unit = run_raw(capsys, node_state.main, {"mps": dict(mps, service="gpuprov-mps.service")})
@@ -113,13 +113,31 @@ def test_mps_daemon_down_then_as_planned_then_other_limits(capsys, mps_node):
                                       "active_thread_percentage": 50, "pinned_memory_limit": "10G"})
     commands = len(node.commands())
     read = run_raw(capsys, node_state.main, {"mps": mps})["mps"]
-    assert read == {"running": True, "changed": False, "error": None}
+    assert read == {"running": True, "changed": False, "error": None, "without_limits": False, "differences": []}
 
     other = run_raw(capsys, node_state.main, {"mps": dict(mps, active_thread_percentage=25)})
-    assert other["mps"] == {"running": True, "changed": True, "error": None}
+    assert other["mps"] == {"running": True, "changed": True, "error": None, "without_limits": False,
+                            "differences": ["active thread percentage 50 (plan 25)"]}
     # Reads only: the daemon was asked, never told.
     assert not [c for c in node.commands()[commands:] if c.startswith("set_")]
     assert node.daemon()["default_active_thread_percentage"] == 50.0
+
+
+def test_a_daemon_running_without_its_limits_is_told_apart(capsys, mps_node):
+    # A daemon (re)started by something that did not set the limits: MPS's own defaults.
+    node = mps_node()
+    node.start_by_hand(node.uuids())
+    mps = {"pipe_directory": node.pipe, "log_directory": node.log, "active_thread_percentage": 25,
+           "pinned_memory_limit": "10G", "timeout": 5, "service": "gpuprov-mps.service"}
+    read = run_raw(capsys, node_state.main, {"mps": mps})["mps"]
+    assert read["running"] is True and read["changed"] is True and read["without_limits"] is True
+    uuid0, uuid1 = node.uuids()
+    assert read["differences"] == [
+        "compute mode of %s DEFAULT (plan EXCLUSIVE_PROCESS)" % uuid0,
+        "compute mode of %s DEFAULT (plan EXCLUSIVE_PROCESS)" % uuid1,
+        "active thread percentage 100 (plan 25)",
+        "pinned memory limit of %s none (plan 10240 MiB)" % uuid0,
+        "pinned memory limit of %s none (plan 10240 MiB)" % uuid1]
 
 
 def test_mps_on_a_mig_gpu_is_an_error_text(capsys, mps_node):

@@ -209,6 +209,21 @@ def test_kubelet_and_mps_drift():
         "MPS compute mode or limits differ from the plan"]
 
 
+def test_an_mps_daemon_without_its_limits_is_drift_that_names_them():
+    plan = plan_for({"gpuprov_gpu_model": "L40S", "gpuprov_gpu_count": 1,
+                     "gpuprov_sharing": {"strategy": "mps", "replicas": 4, "mps": {"provider": "host"}}})
+    facts = facts_as_planned(plan, name="NVIDIA L40S", device="0x26B9")
+    record = {"gpu_facts": facts, "mps": {
+        "running": True, "changed": True, "error": None, "without_limits": True,
+        "differences": ["active thread percentage 100 (plan 25)", "pinned memory limit of GPU-1 none (plan 11517 MiB)"]}}
+    assert messages(drift.node_drift(plan, record)) == [
+        "the MPS control daemon runs without its limits (a start that did not set them): active thread "
+        "percentage 100 (plan 25); pinned memory limit of GPU-1 none (plan 11517 MiB)"]
+    record["mps"].update(without_limits=False, differences=["active thread percentage 50 (plan 25)"])
+    assert messages(drift.node_drift(plan, record)) == [
+        "MPS compute mode or limits differ from the plan: active thread percentage 50 (plan 25)"]
+
+
 def test_boot_state_records_identity_mode_and_placements():
     plan = plan_for(dict(H100_MIG, gpuprov_sharing={"strategy": "mig", "mig": {"devices": [
         {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
