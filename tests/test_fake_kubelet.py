@@ -36,6 +36,8 @@ class KubeletNode(object):
         self.pid_file = tmp_path / "pid"
         self.env = dict(os.environ, GPUPROV_FAKE_SYSTEMD_STATE=str(self.systemd_state),
                         GPUPROV_FAKE_CALL_LOG=str(self.call_log))
+        # The fake's own model; tests/test_fake_kubelet_peer.py runs it with the peer.
+        self.env.pop("GPUPROV_KUBELET_PEER", None)
         self.systemd_state.write_text(json.dumps({"units": {"kubelet.service": {
             "active": False,
             "exec_start_pre": [[sys.executable, FAKE_KUBELET] + self.boot_args()]}}}))
@@ -92,7 +94,7 @@ def test_boot_refuses_a_checkpoint_from_another_policy(node, checkpoint, policy_
 
 def test_boot_refuses_static_without_reserved_cpus(node):
     node.config.write_text(CONFIG + "cpuManagerPolicy: static\nkubeReserved:\n  cpu: 0m\n")
-    assert "static policy requires systemreserved.cpu + kubereserved.cpu" in node.boot()["error"]
+    assert "unable to determine reserved CPU resources for static policy" in node.boot()["error"]
     node.config.write_text(CONFIG + "cpuManagerPolicy: static\nkubeReserved:\n  cpu: 100m\n")
     assert node.boot()["healthy"] is True
 

@@ -672,8 +672,26 @@ def _write_profile_d(target):
     ))
 
 
+def kubelet_peer():
+    """The Go peer (tests/peers/build.py) whose kubelet code the nodes' fake kubelets run, or
+    None when it is not built (they keep their own model then). GPUPROV_REQUIRE_PEERS=1, as in
+    CI, makes a missing peer an error."""
+    spec = importlib.util.spec_from_file_location(
+        "gpuprov_peers_build", REPO_ROOT / "tests" / "peers" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    path = os.path.join(build.build_dir(), "peers")
+    if os.access(path, os.X_OK):
+        return path
+    if os.environ.get("GPUPROV_REQUIRE_PEERS") == "1":
+        raise FleetError(f"the Go peers are not built for these sources ({path}): run "
+                         "python tests/peers/build.py")
+    return None
+
+
 def node_environment(name):
     """Variables sshd sets in every session of node `name` (see roles/fake_gpu_node/README.md)."""
+    peer = kubelet_peer()
     return {
         "PATH": f"{FAKES_BIN}:{SYSTEM_PATH}",
         "PYTHONPATH": str(FAKES_PYTHON),
@@ -683,6 +701,7 @@ def node_environment(name):
         "GPUPROV_FAKE_CALL_LOG": f"{FAKE_ROOT}/calls.jsonl",
         "GPUPROV_SYSFS_ROOT": FAKE_SYSFS,
         "GPUPROV_FLEET_NODE": name,
+        **({"GPUPROV_KUBELET_PEER": peer} if peer else {}),
     }
 
 

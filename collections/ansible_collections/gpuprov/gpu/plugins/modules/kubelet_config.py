@@ -33,19 +33,25 @@ description:
     C(cpuManagerPolicy) (default C(none)) or C(memoryManagerPolicy) (default C(None)) changes;
     the kubelet otherwise crash-loops. This module does not restart the kubelet or touch the
     checkpoints; the P(gpuprov.gpu.kubelet_topology#role) role does, draining the node first.
-  - Reports the same when, under the static CPU policy, the reserved CPUs
-    (C(reservedSystemCPUs), C(kubeReserved.cpu), C(systemReserved.cpu)) or the
-    C(strict-cpu-reservation) option change, and when, under the Static memory policy,
-    C(reservedMemory), the kube/system reserved memory or hugepages, or the hard eviction
-    threshold for memory change; RV(cpu_manager_state_reset_reasons) and
-    RV(memory_manager_state_reset_reasons) say why. A partial C(evictionHard) map is read as
-    the kubelet reads it, a threshold it does not name being 0.
+  - Reports the same when, under the static CPU policy, the reserved CPUs grow or move
+    (C(reservedSystemCPUs), or without it the rounded-up count of C(kubeReserved.cpu) +
+    C(systemReserved.cpu)), change at all under C(strict-cpu-reservation), or that option
+    changes; and when, under the Static memory policy, the reservation per NUMA node
+    (C(reservedMemory)) changes. RV(cpu_manager_state_reset_reasons) and
+    RV(memory_manager_state_reset_reasons) say why. These follow the kubelet's CPU and Memory
+    Managers (kubernetes 1.37), which refuse such checkpoints at start.
+  - Values are read by the kubelet's own syntaxes (Go durations, C(strconv) booleans and
+    integers, its cpuset parser, Kubernetes quantities; ASCII digits, no spaces), and
+    C(reservedSystemCPUs) together with C(kubeReservedCgroup) or C(systemReservedCgroup) is
+    refused, as the kubelet refuses it.
   - With O(config_dir) (the kubelet's C(--config-dir)), the managed keys go into
     C(<config_dir>/50-gpuprov.conf), a KubeletConfiguration holding only those keys, and the
     main file O(path) is only read, so that C(kubeadm upgrade) or a Kubespray run that rewrites
-    the main file does not undo them. Validation and the checkpoint resets use the merged
-    config the kubelet will run with (main file, then the drop-ins in name order). A drop-in
-    read after the file written here that sets a managed key to another value is refused,
+    the main file does not undo them. Validation and the checkpoint resets use the config the
+    kubelet builds - the main file with its default C(evictionHard) when it has none, then
+    every C(*.conf) under the directory, subfolders included, in the order the kubelet walks
+    them, each as a JSON merge patch. A drop-in merged after the file written here that sets
+    a managed key to another value is refused,
     naming it.
   - With O(kubelet_version), policy options that release does not know, or knows only behind
     a feature gate that is off, are refused. On a node with more NUMA nodes than the Topology
@@ -264,6 +270,17 @@ managed:
   returned: always
   type: dict
   sample: {cpuManagerPolicy: static, reservedSystemCPUs: "0,4"}
+configz:
+  description:
+    - Each managed key (dotted path) with the value the running kubelet's C(/configz) shows for
+      it after the change; null when C(/configz) leaves it out. Keys left unset show the
+      kubelet's default, and with C(reservedSystemCPUs) set C(kubeReserved.cpu) is gone and
+      C(systemReserved.cpu) is the number of reserved CPUs, as the kubelet rewrites them.
+    - Compare it with C(/configz) by meaning (quantities by amount, durations by value, CPU
+      sets by CPUs), as the filter P(gpuprov.gpu.kubelet_configz_mismatches#filter) does.
+  returned: always
+  type: dict
+  sample: {cpuManagerPolicy: static, reservedSystemCPUs: "0,4", kubeReserved.cpu: null}
 cpu_manager_state_reset_reasons:
   description: Why C(cpu_manager_state) must be deleted; empty when it need not.
   returned: always
@@ -396,6 +413,7 @@ def main():
         kubespray_variables=kubespray_advice(plan.managed),
         changed_keys=plan.changed_keys,
         managed=plan.managed,
+        configz=plan.configz,
         cpu_manager_state_reset_required=plan.cpu_manager_state_reset_required,
         memory_manager_state_reset_required=plan.memory_manager_state_reset_required,
         cpu_manager_state_reset_reasons=plan.cpu_manager_state_reset_reasons,

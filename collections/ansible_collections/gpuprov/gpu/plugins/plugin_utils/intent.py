@@ -33,8 +33,8 @@ import difflib
 import os
 import re
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import cpuset
-from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, mps_pinned_memory_mib
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import settings as kubelet_settings
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import mps_pinned_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
     catalog, migparted, safe_files, sharing as sharing_mod, sharing_base, user_catalog)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
@@ -46,31 +46,6 @@ SHARING_KEYS = {"strategy", "replicas", "mig", "mps"} | set(sharing_mod.owned_ke
 MIG_KEYS = {"config", "devices", "strategy"}
 MPS_KEYS = {"provider", "active_thread_percentage", "pinned_memory_limit"}
 MPS_PROVIDERS = ("device-plugin", "host")
-
-KUBELET_ENUMS = {
-    "cpu_manager_policy": ("none", "static"),
-    "topology_manager_policy": ("none", "best-effort", "restricted", "single-numa-node"),
-    "topology_manager_scope": ("container", "pod"),
-    "memory_manager_policy": ("None", "Static"),
-}
-# Option name -> value check (kubelet docs, node-resource-managers).
-CPU_MANAGER_OPTIONS = {
-    "full-pcpus-only": "bool",
-    "distribute-cpus-across-numa": "bool",
-    "strict-cpu-reservation": "bool",
-    "prefer-align-cpus-by-uncorecache": "bool",
-    "align-by-socket": "bool",
-    "distribute-cpus-across-cores": "bool",
-}
-TOPOLOGY_MANAGER_OPTIONS = {
-    "prefer-closest-numa-nodes": "bool",
-    "max-allowable-numa-nodes": "int>8",
-    "numa-allocation-strategy": "str",
-}
-KUBELET_KEYS = set(KUBELET_ENUMS) | {
-    "cpu_manager_policy_options", "cpu_manager_reconcile_period", "topology_manager_policy_options",
-    "reserved_system_cpus", "kube_reserved_cpu", "system_reserved_cpu", "reserved_memory",
-}
 
 # Bounds on every count an inventory sets. Each is far above any real node and low enough
 # that a hostile value is refused before anything is built from it.
@@ -88,10 +63,6 @@ MAX_NAME_LENGTH = 128
 # '.', at most 253 characters (k8s.io/apimachinery validation.IsDNS1123Subdomain).
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 NODE_NAME_MAX = 253
-# CPU quantities: no node has more cores than Linux has CPU ids (cpuset.MAX_CPU_ID + 1).
-MAX_CPU_QUANTITY = cpuset.MAX_CPU_ID + 1
-# kubelet's reservedMemory has one entry per NUMA node; max-allowable-numa-nodes tops at 1024.
-MAX_NUMA_NODES = 1024
 
 # The gpuprov_* variables a node's plan reads.
 INTENT_VARS = ("gpuprov_gpu_model", "gpuprov_gpu_count", "gpuprov_gpus", "gpuprov_sharing",
@@ -539,87 +510,17 @@ def _load_cached(path, cache):
 
 
 def _parse_kubelet(kubelet, out):
+    # The kubelet's own rules for each setting live with the collection's kubelet model.
     if kubelet is None:
         return {}
-    if not isinstance(kubelet, dict):
-        out.add("gpuprov_kubelet", "must be a mapping of kubelet settings")
-        return {}
-    unknown = _unknown_keys(kubelet, KUBELET_KEYS)
-    if unknown:
-        out.add("gpuprov_kubelet", "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(KUBELET_KEYS))))
-    for key, allowed in KUBELET_ENUMS.items():
-        if key in kubelet and kubelet[key] not in allowed:
-            out.add("gpuprov_kubelet.%s" % key, "unknown policy %s; choose one of %s" % (short(kubelet[key]), ", ".join(allowed)))
-    for key, known in (("cpu_manager_policy_options", CPU_MANAGER_OPTIONS),
-                       ("topology_manager_policy_options", TOPOLOGY_MANAGER_OPTIONS)):
-        options = kubelet.get(key)
-        if options is None:
-            continue
-        if not isinstance(options, dict):
-            out.add("gpuprov_kubelet.%s" % key, "must be a mapping of option name to value")
-            continue
-        for name, value in options.items():
-            kind = known.get(name)
-            field = "gpuprov_kubelet.%s.%s" % (key, name)
-            if kind is None:
-                out.add(field, "unknown option; known: %s" % ", ".join(sorted(known)))
-            elif not _option_value_ok(kind, value):
-                out.add(field, "expected %s, got %s" % ({"bool": "true or false", "int>8": "an integer from 9 to 1024",
-                                                        "str": "a string"}[kind], short(value)))
-    reserved = kubelet.get("reserved_system_cpus")
-    if reserved is not None and reserved != "auto":
-        try:
-            cpus = cpuset.parse_cpuset(str(reserved))
-            if not cpus:
-                raise ValueError("empty cpuset")
-        except ValueError as exc:
-            out.add("gpuprov_kubelet.reserved_system_cpus", "invalid cpuset %s: %s (use e.g. \"0,32\", \"0-1\" or auto)"
-                    % (short(reserved), exc))
-    for key in ("kube_reserved_cpu", "system_reserved_cpu"):
-        if key in kubelet and _cpu_quantity(kubelet[key]) is None:
-            out.add("gpuprov_kubelet.%s" % key, "must be a CPU quantity such as 1, 500m or \"1.5\" (at most %d cores), got %s"
-                    % (MAX_CPU_QUANTITY, short(kubelet[key])))
-    if kubelet.get("cpu_manager_policy") == "static":
-        reserved_cpu = sum(_cpu_quantity(kubelet.get(k, 0)) or 0 for k in ("kube_reserved_cpu", "system_reserved_cpu"))
-        if reserved is None and reserved_cpu <= 0:
-            out.add("gpuprov_kubelet.cpu_manager_policy",
-                    "static needs a CPU reservation: set reserved_system_cpus (a cpuset or auto) or "
-                    "kube_reserved_cpu/system_reserved_cpu (kubelet refuses to start otherwise)")
-    reserved_memory = kubelet.get("reserved_memory")
-    if reserved_memory is not None and (not isinstance(reserved_memory, list) or len(reserved_memory) > MAX_NUMA_NODES
-                                        or not all(isinstance(item, dict) for item in reserved_memory)):
-        out.add("gpuprov_kubelet.reserved_memory", "must be a list of at most %d {numaNode, limits} entries, got %s"
-                % (MAX_NUMA_NODES, short(reserved_memory)))
-    if kubelet.get("memory_manager_policy") == "Static" and not kubelet.get("reserved_memory"):
-        out.add("gpuprov_kubelet.reserved_memory",
-                "memory_manager_policy Static needs reserved_memory per NUMA node (kubelet refuses to start otherwise)")
-    return dict(kubelet)
-
-
-def _option_value_ok(kind, value):
-    if kind == "bool":
-        return isinstance(value, bool) or str(value).lower() in ("true", "false")
-    if kind == "int>8":
-        # kubelet reads this option as an integer; more NUMA nodes than 1024 is no machine.
-        if isinstance(value, str) and re.match(r"^\d{1,5}\Z", value.strip(), re.ASCII):
-            value = int(value)
-        return _is_int(value) and 8 < value <= 1024
-    return isinstance(value, str) and len(value) <= MAX_NAME_LENGTH
+    for field, reason in kubelet_settings.settings_problems(kubelet):
+        out.add("gpuprov_kubelet" + ("." + field if field else ""), reason)
+    return dict(kubelet) if isinstance(kubelet, dict) else {}
 
 
 def _unknown_keys(mapping, allowed):
     return sorted(escape(short(k, 40) if not isinstance(k, str) else k[:MAX_NAME_LENGTH])
                   for k in mapping if k not in allowed)
-
-
-def _cpu_quantity(value):
-    """Kubernetes CPU quantity -> cores (float), or None when malformed, negative or above
-    MAX_CPU_QUANTITY (the shared parser bounds digits and exponents)."""
-    try:
-        cores = k8s_quantity(value if isinstance(value, int) else str(value).strip())
-    except ValueError:
-        return None
-    return float(cores) if 0 <= cores <= MAX_CPU_QUANTITY else None
 
 
 def _pinned_memory_mib(value):

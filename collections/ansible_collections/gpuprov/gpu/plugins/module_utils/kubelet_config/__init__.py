@@ -7,12 +7,21 @@
 One concept per file:
 
 - ``fields``: the managed fields, their allowed values and the kubelet's defaults.
-- ``settings``: the module's snake_case settings and their kubelet values.
+- ``grammar``: the kubelet's value syntaxes (Go durations, booleans, integers, cpusets,
+  Kubernetes quantities), read as its Go code reads them.
+- ``settings``: the module's snake_case settings, their kubelet values, and the kubelet's rules
+  for them before any node is read (``gpuprov plan``).
 - ``document``: the config file as a YAML node graph, edited key by key.
-- ``validation``: the checks the kubelet applies when it reads the file (Kubernetes
-  quantities are read by ``module_utils.quantities``).
+- ``layers``: the main file and the ``--config-dir`` drop-ins, merged as the kubelet merges them.
+- ``validation``: the checks the kubelet applies when it reads and starts with the config.
+- ``checkpoints``: which changes invalidate ``cpu_manager_state`` / ``memory_manager_state``.
+- ``configz``: what the kubelet's ``/configz`` shows for the managed keys; comparing by meaning.
 - ``plan``: the new text for a set of settings, and whether state files must be reset.
+- ``launch``: the kubelet's unit, its flags, and the flags that override managed keys.
+- ``versions``: what each kubelet release accepts.
 - ``atomic_write``: writing the file atomically with a backup.
+
+tests/test_kubelet_peer_*.py hold these against the kubelet's own code (tests/peers).
 
 The names the ``kubelet_config`` module uses are re-exported here.
 """

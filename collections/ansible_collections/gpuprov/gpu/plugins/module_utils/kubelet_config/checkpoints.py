@@ -5,18 +5,24 @@
 """Which resource-manager checkpoints a config change invalidates.
 
 The kubelet restores ``cpu_manager_state`` and ``memory_manager_state`` at start and refuses
-to run (it crash-loops) when a checkpoint contradicts the config:
+to run (it crash-loops) when a checkpoint contradicts the config (pkg/kubelet/cm/cpumanager and
+pkg/kubelet/cm/memorymanager, kubernetes v1.37.2; the peer tests in
+tests/test_kubelet_peer_checkpoints.py hold this table against that code):
 
-- CPU manager: a different policy name; under the static policy, a different set of reserved
-  CPUs, since the checkpoint's default CPU set was built around the old reservation (the
-  static policy's ``validateState`` in pkg/kubelet/cm/cpumanager/policy_static.go checks that
-  the reserved CPUs are in the default set), and a change of ``strict-cpu-reservation``, which
-  takes the reserved CPUs out of the shared pool (KEP-4540).
-- Memory manager: a different policy name; under the Static policy, any change of what the
-  node reserves per NUMA node - ``reservedMemory``, kube/system reserved memory and hugepages,
-  and the hard eviction threshold for memory - since ``validateState`` in
-  pkg/kubelet/cm/memorymanager/policy_static.go compares the checkpointed machine state with
-  one computed from the reservation and fails on any difference.
+- CPU manager: a different policy name (``NewCheckpointState``). Under the static policy, a
+  different set of reserved CPUs: ``validateState`` wants every reserved CPU in the
+  checkpoint's default CPU set, and every CPU of the machine in the default set or an
+  assignment, so a reservation that grows or moves into CPUs a pod holds, or changes at all
+  under ``strict-cpu-reservation``, is refused (one that only shrinks is not); and a change of
+  ``strict-cpu-reservation``, which takes the reserved CPUs out of the default set. The reserved CPUs are
+  ``reservedSystemCPUs`` when set (the kubelet then ignores kubeReserved.cpu and
+  systemReserved.cpu), otherwise as many CPUs as kubeReserved.cpu + systemReserved.cpu,
+  rounded up, taken by topology.
+- Memory manager: a different policy name; under the Static policy, a different reservation
+  per NUMA node (``reservedMemory``, hugepages included): ``validateState`` compares the
+  checkpointed machine state with one computed from it. kubeReserved/systemReserved memory and
+  the hard eviction threshold reach the checkpoint only through ``reservedMemory``, which the
+  kubelet requires to sum to them.
 
 Both sides are compared as the kubelet reads them: quantities by amount, cpusets by CPUs,
 booleans as Go parses them, a missing key as its default.
@@ -26,15 +32,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import CpusetError, parse_cpuset
+import math
+from fractions import Fraction
+
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import (
     DEFAULT_CPU_MANAGER_POLICY,
     DEFAULT_MEMORY_MANAGER_POLICY,
-    GO_BOOL_VALUES,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.validation import (
-    effective_eviction_hard_memory,
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import (
+    go_bool,
+    kubelet_cpuset,
+    kubelet_quantity,
 )
 
 
@@ -43,7 +51,7 @@ def _quantity(value):
     if value is None:
         return 0
     try:
-        return k8s_quantity(value)
+        return kubelet_quantity(value)
     except ValueError:
         return ("unparsed", str(value))
 
@@ -59,16 +67,31 @@ def _cpuset(value):
     if value in (None, ""):
         return frozenset()
     try:
-        return frozenset(parse_cpuset(str(value)))
-    except CpusetError:
+        return frozenset(kubelet_cpuset(str(value)))
+    except ValueError:
         return ("unparsed", str(value))
 
 
 def _go_bool_option(config, map_key, name):
     options = config.get(map_key)
-    if not isinstance(options, dict):
+    if not isinstance(options, dict) or name not in options:
         return False
-    return GO_BOOL_VALUES.get(str(options.get(name, "false")), options.get(name))
+    try:
+        return go_bool(options[name])
+    except ValueError:
+        return ("unparsed", options[name])
+
+
+def _reserved_cpu_count(config):
+    """How many CPUs the static policy reserves without reservedSystemCPUs: kubeReserved.cpu +
+    systemReserved.cpu, each rounded to whole millicores, then up to whole CPUs."""
+    total = 0
+    for map_key in ("kubeReserved", "systemReserved"):
+        amount = _reserved(config, map_key, "cpu")
+        if isinstance(amount, tuple):
+            return amount
+        total += math.floor(amount * 1000 + Fraction(1, 2)) if amount else 0
+    return -(-total // 1000)
 
 
 def _reserved_memory(config):
@@ -84,14 +107,6 @@ def _reserved_memory(config):
     return result
 
 
-def _memory_reservations(config, map_key):
-    reserved = config.get(map_key)
-    if not isinstance(reserved, dict):
-        return {}
-    return dict((str(resource), _quantity(value)) for resource, value in reserved.items()
-                if str(resource) == "memory" or str(resource).startswith("hugepages-"))
-
-
 def cpu_manager_reset_reasons(before, after):
     """Why ``cpu_manager_state`` must be deleted before the kubelet restarts; [] if it need not."""
     old_policy = before.get("cpuManagerPolicy", DEFAULT_CPU_MANAGER_POLICY)
@@ -101,13 +116,22 @@ def cpu_manager_reset_reasons(before, after):
     if new_policy != "static":
         return []
     reasons = []
-    if _cpuset(before.get("reservedSystemCPUs")) != _cpuset(after.get("reservedSystemCPUs")):
+    old_cpus = _cpuset(before.get("reservedSystemCPUs"))
+    new_cpus = _cpuset(after.get("reservedSystemCPUs"))
+    old_strict = _go_bool_option(before, "cpuManagerPolicyOptions", "strict-cpu-reservation")
+    new_strict = _go_bool_option(after, "cpuManagerPolicyOptions", "strict-cpu-reservation")
+    # A reservation that only shrinks keeps every reserved CPU in the default set, which is
+    # all validateState asks without strict-cpu-reservation.
+    shrinks = (isinstance(old_cpus, frozenset) and isinstance(new_cpus, frozenset) and new_cpus
+               and new_cpus < old_cpus and old_strict is False and new_strict is False)
+    if old_cpus != new_cpus and not shrinks:
         reasons.append("reservedSystemCPUs changes under the static CPU policy")
-    for map_key in ("kubeReserved", "systemReserved"):
-        if _reserved(before, map_key, "cpu") != _reserved(after, map_key, "cpu"):
-            reasons.append("%s.cpu changes under the static CPU policy" % map_key)
-    if (_go_bool_option(before, "cpuManagerPolicyOptions", "strict-cpu-reservation")
-            != _go_bool_option(after, "cpuManagerPolicyOptions", "strict-cpu-reservation")):
+    elif not new_cpus:
+        old_count, new_count = _reserved_cpu_count(before), _reserved_cpu_count(after)
+        if old_count != new_count:
+            reasons.append("kubeReserved.cpu + systemReserved.cpu reserve %s CPUs instead of %s "
+                           "under the static CPU policy" % (new_count, old_count))
+    if old_strict != new_strict:
         reasons.append("cpuManagerPolicyOptions strict-cpu-reservation changes")
     return reasons
 
@@ -120,23 +144,6 @@ def memory_manager_reset_reasons(before, after):
         return ["memoryManagerPolicy changes from %s to %s" % (old_policy, new_policy)]
     if new_policy != "Static":
         return []
-    reasons = []
     if _reserved_memory(before) != _reserved_memory(after):
-        reasons.append("reservedMemory changes under the Static memory policy")
-    for map_key in ("kubeReserved", "systemReserved"):
-        if _memory_reservations(before, map_key) != _memory_reservations(after, map_key):
-            reasons.append("%s memory or hugepages change under the Static memory policy"
-                           % map_key)
-    old_eviction = effective_eviction_hard_memory(before)
-    new_eviction = effective_eviction_hard_memory(after)
-    if (old_eviction != new_eviction
-            and _quantity_or_text(old_eviction) != _quantity_or_text(new_eviction)):
-        reasons.append("the hard eviction threshold for memory changes from %s to %s under the "
-                       "Static memory policy" % (old_eviction, new_eviction))
-    return reasons
-
-
-def _quantity_or_text(value):
-    if isinstance(value, str) and value.endswith("%"):
-        return ("percent", value)
-    return _quantity(value)
+        return ["reservedMemory changes under the Static memory policy"]
+    return []

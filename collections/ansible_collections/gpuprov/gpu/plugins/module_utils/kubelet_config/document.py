@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import bisect
+import re
 import traceback
 
 try:
@@ -44,7 +45,16 @@ MAP_TAG = "tag:yaml.org,2002:map"
 SEQ_TAG = "tag:yaml.org,2002:seq"
 
 
+# The kubelet reads YAML with sigs.k8s.io/yaml (go-yaml v2), which takes "1e3" for a float
+# where PyYAML (YAML 1.1: a float needs a dot) takes a string (go.yaml.in/yaml/v2 resolve.go,
+# yamlStyleFloat).
+_GO_YAML_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+
+
 def _plain_resolves_to_str(value):
+    """True when ``value`` written plain reads back as a string in PyYAML and in the kubelet."""
+    if _GO_YAML_FLOAT.match(value):
+        return False
     resolver = yaml.resolver.Resolver()
     return resolver.resolve(yaml.ScalarNode, value, (True, False)) == STR_TAG
 

@@ -27,10 +27,12 @@ DEFAULT_EVICTION_HARD_MEMORY = "100Mi"
 
 BOOL_OPTION = "bool"
 INT_OPTION = "int"
-STRING_OPTION = "string"
+ENUM_OPTION = "enum"
 
 # Option name -> value type. The kubelet reads every value as a string (the maps are
-# map[string]string) and parses booleans with Go's strconv.ParseBool.
+# map[string]string): booleans with strconv.ParseBool, integers with strconv.Atoi
+# (pkg/kubelet/cm/cpumanager/policy_options.go, pkg/kubelet/cm/topologymanager/policy_options.go,
+# kubernetes v1.37.2). Which release knows which option, and behind which gate: versions.py.
 CPU_MANAGER_POLICY_OPTIONS = {
     "full-pcpus-only": BOOL_OPTION,
     "distribute-cpus-across-numa": BOOL_OPTION,
@@ -42,15 +44,34 @@ CPU_MANAGER_POLICY_OPTIONS = {
 TOPOLOGY_MANAGER_POLICY_OPTIONS = {
     "prefer-closest-numa-nodes": BOOL_OPTION,
     "max-allowable-numa-nodes": INT_OPTION,
-    # Alpha in 1.38. UNVERIFIED: the accepted values are not settled in the docs yet, so any
-    # non-empty string passes here and the kubelet has the last word.
-    "numa-allocation-strategy": STRING_OPTION,
+    "numa-allocation-strategy": ENUM_OPTION,
 }
-# The kubelet refuses to run Topology Manager above 8 NUMA nodes unless this option raises the
-# limit, and the value must exceed the default of 8 (kubernetes docs, topology-manager.md).
-MAX_ALLOWABLE_NUMA_NODES_DEFAULT = 8
+# numa-allocation-strategy: "" means none. UNVERIFIED: no release has the option yet; the
+# values are those of its implementation, kubernetes/kubernetes#142226 (alpha, 1.38).
+NUMA_ALLOCATION_STRATEGIES = ("", "none", "most-allocated", "least-allocated")
+OPTION_VALUES = {"numa-allocation-strategy": NUMA_ALLOCATION_STRATEGIES}
 
-GO_BOOL_VALUES = {
-    "1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
-    "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False,
+# The static CPU policy refuses these pairs when both are true (NewStaticPolicyOptions).
+CPU_MANAGER_EXCLUSIVE_OPTIONS = (
+    ("full-pcpus-only", "distribute-cpus-across-cores"),
+    ("distribute-cpus-across-numa", "distribute-cpus-across-cores"),
+    ("prefer-align-cpus-by-uncorecache", "distribute-cpus-across-cores"),
+    ("prefer-align-cpus-by-uncorecache", "distribute-cpus-across-numa"),
+)
+
+# The Topology Manager refuses to start on a machine with more NUMA nodes than it allows: 8,
+# or max-allowable-numa-nodes, which may not be less than 8 (NewPolicyOptions: "the minimum
+# value ... should not be less than 8"; 8 itself is accepted).
+MAX_ALLOWABLE_NUMA_NODES_DEFAULT = 8
+# gpuprov's own bound, above any machine: the kubelet takes any int and only warns.
+MAX_ALLOWABLE_NUMA_NODES_LIMIT = 1024
+
+# What the kubelet gives a main config file without evictionHard, before drop-ins merge
+# (cmd/kubelet/app/server.go loadConfigFile; pkg/kubelet/eviction/defaults_linux.go).
+DEFAULT_EVICTION_HARD = {
+    "memory.available": DEFAULT_EVICTION_HARD_MEMORY,
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+    "imagefs.inodesFree": "5%",
 }

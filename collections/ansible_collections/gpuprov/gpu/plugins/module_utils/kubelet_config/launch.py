@@ -251,27 +251,46 @@ def read_launch(unit="kubelet.service", root="/", unit_dirs=UNIT_DIRS):
     return result
 
 
+# Flags whose value is a map: the first one on the command line replaces the whole map of the
+# config file, not only the keys it names (component-base cli/flag MapStringString.Set clears
+# the map; the kubelet re-parses its flags over the loaded config, kubeletConfigFlagPrecedence
+# in cmd/kubelet/app/server.go). featureGates are the exception: the kubelet merges the config
+# file's gates back in.
+MAP_FLAGS = ("--kube-reserved", "--system-reserved", "--eviction-hard",
+             "--cpu-manager-policy-options", "--topology-manager-policy-options")
+# What the reservedMemory sum must equal comes from these maps (kubeReserved.memory +
+# systemReserved.memory + evictionHard memory.available, hugepages alike).
+RESERVED_MEMORY_SOURCES = ("kubeReserved", "systemReserved", "evictionHard")
+
+
 def flag_conflicts(launch, managed_keys):
-    """One ``LAYER: --flag overrides KEY`` line per flag that sets a managed key.
+    """One ``LAYER: --flag overrides KEY`` line per flag that changes a managed key.
 
     :arg managed_keys: dotted keys such as ``cpuManagerPolicy`` or ``kubeReserved.cpu``.
     """
     conflicts = []
     for entry in launch["flags"]:
         key = FLAG_KEYS.get(entry["flag"])
-        if key is None:
+        if key is None or key == "featureGates":
             continue
+        shown = "%s=%s" % (entry["flag"], entry["value"])
         for managed in managed_keys:
-            top = managed.split(".", 1)[0]
-            if top != key:
-                continue
-            if "." in managed:
-                # --kube-reserved=cpu=1,memory=1Gi: only the resources it names.
-                resource = managed.split(".", 1)[1]
+            top, _sep, member = managed.partition(".")
+            if top == key and member and entry["flag"] in MAP_FLAGS:
                 names = [item.split("=", 1)[0].strip() for item in entry["value"].split(",")]
-                if resource not in names:
-                    continue
-            conflicts.append("%s: %s=%s overrides %s, which gpuprov manages in the kubelet "
-                             "config (flags win over the config file); remove the flag there"
-                             % (entry["layer"], entry["flag"], entry["value"], managed))
+                if member in names:
+                    reason = "overrides %s" % managed
+                else:
+                    reason = ("replaces the whole %s map, so the kubelet runs without the %s "
+                              "gpuprov writes" % (top, managed))
+            elif top == key:
+                reason = "overrides %s" % managed
+            elif managed == "reservedMemory" and key in RESERVED_MEMORY_SOURCES:
+                reason = ("replaces %s, which the reservedMemory gpuprov writes must sum up to"
+                          % key)
+            else:
+                continue
+            conflicts.append("%s: %s %s, which gpuprov manages in the kubelet config (flags "
+                             "win over the config file); remove the flag there"
+                             % (entry["layer"], shown, reason))
     return conflicts

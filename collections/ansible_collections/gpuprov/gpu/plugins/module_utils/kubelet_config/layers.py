@@ -5,11 +5,17 @@
 """The files the kubelet merges into its config: the main file (``--config``) and the
 drop-ins of ``--config-dir``, read safely.
 
-Drop-ins (kubernetes.io "Kubelet Configuration Directory Merging"; KEP-3983): every file
-ending in ``.conf`` in the directory, in alphanumeric order of their names, each a full
-KubeletConfiguration document (``apiVersion`` and ``kind`` required, kubernetes#124796),
-merged over the main file and the drop-ins before it: maps and structures field by field,
-lists and scalars replaced whole. Command-line flags override all of them.
+How the kubelet builds its configuration (cmd/kubelet/app/server.go, kubernetes v1.37.2):
+
+1. The main file is decoded and defaulted, and given the default ``evictionHard`` map when it
+   has none (``loadConfigFile``), before any drop-in is read.
+2. Every file whose name ends in ``.conf`` under ``--config-dir``, subfolders included, in the
+   order ``filepath.WalkDir`` visits them (each folder's entries sorted by name), each a full
+   KubeletConfiguration (``apiVersion`` and ``kind`` required), is applied as a JSON merge
+   patch (RFC 7386): maps field by field, lists and scalars replaced whole, ``null`` removes
+   (``mergeKubeletConfigurations``).
+3. Command-line flags override all of them; a map flag such as ``--kube-reserved`` replaces the
+   whole map (see ``launch.py``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,6 +31,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.documen
     KUBELET_CONFIG_KIND,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.errors import KubeletConfigError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import DEFAULT_EVICTION_HARD
 
 # gpuprov's drop-in: after the 10-/20- files distributions ship, before a site's 90- overrides.
 DROP_IN_NAME = "50-gpuprov.conf"
@@ -94,29 +101,80 @@ def read_regular_text(path, what="kubelet config"):
 
 
 def drop_in_paths(config_dir):
-    """The drop-ins the kubelet reads from ``config_dir``, in the order it merges them."""
-    try:
-        names = os.listdir(config_dir)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
+    """The drop-ins the kubelet reads from ``config_dir``, in the order it merges them: the
+    walk of ``filepath.WalkDir`` (entries of each folder sorted by name, a folder's files
+    where its name sorts), ``.conf`` files only. A link to a folder is not followed, as
+    ``WalkDir`` does not follow it; the kubelet then fails on reading it, and so does the
+    reader here."""
+    if not os.path.isdir(config_dir):
+        if not os.path.lexists(config_dir):
             raise KubeletConfigError(
                 "config_dir %s does not exist: create it, or give the directory the kubelet "
                 "reads with --config-dir" % config_dir)
-        raise KubeletConfigError("cannot list config_dir %s: %s" % (config_dir, exc.strerror))
-    return [os.path.join(config_dir, name) for name in sorted(names)
-            if name.endswith(DROP_IN_SUFFIX)]
+    paths = []
+
+    def walk(folder):
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError as exc:
+            raise KubeletConfigError("cannot list config_dir %s: %s" % (folder, exc.strerror))
+        for name in entries:
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                walk(path)
+            elif os.path.splitext(name)[1] == DROP_IN_SUFFIX or name == DROP_IN_SUFFIX:
+                paths.append(path)
+
+    walk(config_dir)
+    return paths
+
+
+def merged_before(path, config_dir, name=DROP_IN_NAME):
+    """True when the kubelet merges drop-in ``path`` before ``<config_dir>/<name>``: the
+    walk compares the first path component under ``config_dir``."""
+    first = os.path.relpath(path, config_dir).split(os.sep)[0]
+    return first < name
 
 
 def merge_layer(base, overlay):
-    """``overlay`` merged over ``base`` as the kubelet merges a drop-in: maps key by key,
-    recursively; lists and scalars replace."""
+    """``overlay`` applied to ``base`` as a JSON merge patch (RFC 7386), as the kubelet applies
+    a drop-in: maps key by key, recursively; ``None`` (YAML ``null``) removes the key; lists
+    and scalars replace."""
     merged = dict(base)
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_layer(merged[key], value)
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict):
+            merged[key] = merge_layer(merged[key] if isinstance(merged.get(key), dict) else {},
+                                      value)
         else:
             merged[key] = value
     return merged
+
+
+def main_file_defaults(config):
+    """The main file as the kubelet holds it before drop-ins merge: without an
+    ``evictionHard`` map it gets the default one; with ``mergeDefaultEvictionSettings: true``
+    the defaults fill the thresholds it does not name."""
+    result = dict(config)
+    eviction = result.get("evictionHard")
+    if eviction is None:
+        result["evictionHard"] = dict(DEFAULT_EVICTION_HARD)
+    elif isinstance(eviction, dict) and result.get("mergeDefaultEvictionSettings") is True:
+        result["evictionHard"] = dict(DEFAULT_EVICTION_HARD, **eviction)
+    return result
+
+
+def effective_config(main, drop_ins):
+    """The configuration the kubelet runs with (before flags): the main file with its
+    defaults, then each drop-in (dicts, in merge order) as a merge patch. ``evictionHard`` is
+    always a map here; a drop-in that removes it leaves an empty one (no thresholds)."""
+    config = main_file_defaults(main)
+    for layer in drop_ins:
+        config = merge_layer(config, layer)
+    if "evictionHard" not in config:
+        config["evictionHard"] = {}
+    return config
 
 
 def sets_key(config, key_path):

@@ -14,26 +14,29 @@ import os
 from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     CpusetError,
     DEFAULT_SYSFS_ROOT,
+    MAX_CPU_ID,
     SysfsError,
     auto_reserved_cpus,
     format_cpuset,
-    parse_cpuset,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.checkpoints import (
     cpu_manager_reset_reasons,
     memory_manager_reset_reasons,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.configz import expected_configz
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.document import (
     HAS_YAML,
     KUBELET_CONFIG_API_VERSION,
     KUBELET_CONFIG_KIND,
     KubeletConfigDocument,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import kubelet_cpuset
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.layers import (
     DROP_IN_NAME,
     EMPTY_DROP_IN,
     drop_in_paths,
-    merge_layer,
+    effective_config,
+    merged_before,
     read_regular_text,
     sets_key,
 )
@@ -53,7 +56,7 @@ class KubeletConfigPlan(object):
     its drop-in in ``--config-dir``)."""
 
     def __init__(self, path, before, after, changed_keys, cpu_reasons, memory_reasons,
-                 reserved_system_cpus, created=False, managed=None):
+                 reserved_system_cpus, created=False, managed=None, configz=None):
         self.path = path
         self.before = before
         self.after = after
@@ -64,6 +67,8 @@ class KubeletConfigPlan(object):
         self.created = created
         # Managed key path -> value in the effective config after the change (None: unset).
         self.managed = managed or {}
+        # Managed key path -> what the kubelet's /configz will show for it (configz.py).
+        self.configz = configz or {}
 
     @property
     def cpu_manager_state_reset_required(self):
@@ -146,7 +151,7 @@ def _desired_values(settings, document, topology):
 
 
 def _desired_reserved_cpus(requested, document, topology):
-    requested = str(requested).strip()
+    requested = str(requested)
     if requested == "":
         return REMOVE
     if requested == AUTO:
@@ -156,16 +161,16 @@ def _desired_reserved_cpus(requested, document, topology):
             raise settings_error("reservedSystemCPUs: auto: %s" % exc)
     else:
         try:
-            cpus = parse_cpuset(requested)
-        except CpusetError as exc:
+            cpus = kubelet_cpuset(requested, MAX_CPU_ID, repeats=False)
+        except ValueError as exc:
             raise settings_error("reservedSystemCPUs: %s" % exc)
     # Keep the file's spelling when it already names the same CPUs ("0,1" vs "0-1").
     current = document.get(("reservedSystemCPUs",))
     if isinstance(current, str):
         try:
-            if parse_cpuset(current) == cpus:
+            if kubelet_cpuset(current) == cpus:
                 return current
-        except CpusetError:
+        except ValueError:
             pass
     return format_cpuset(cpus)
 
@@ -184,10 +189,7 @@ def _load(path, text=None, what="kubelet config"):
 
 
 def _effective(main, drop_ins):
-    config = main
-    for _path, layer in drop_ins:
-        config = merge_layer(config, layer)
-    return config
+    return effective_config(main, [layer for _path, layer in drop_ins])
 
 
 def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config_dir=None,
@@ -238,8 +240,8 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config
     def effective(target_dict):
         if target is main_document:
             return _effective(target_dict, layers)
-        before_ours = [(p, c) for p, c in layers if os.path.basename(p) < DROP_IN_NAME]
-        after_ours = [(p, c) for p, c in layers if os.path.basename(p) >= DROP_IN_NAME]
+        before_ours = [(p, c) for p, c in layers if merged_before(p, config_dir)]
+        after_ours = [(p, c) for p, c in layers if not merged_before(p, config_dir)]
         return _effective(main_document.as_dict(),
                           before_ours + [(target_path, target_dict)] + after_ours)
 
@@ -260,7 +262,7 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config
 
     # A layer the kubelet reads after the file written here would win over it.
     for layer_path, layer in layers:
-        if target is not main_document and os.path.basename(layer_path) < DROP_IN_NAME:
+        if target is not main_document and merged_before(layer_path, config_dir):
             continue
         for key_path, value in desired:
             if sets_key(layer, key_path) and (value is REMOVE
@@ -289,4 +291,6 @@ def plan_change(path, settings, sysfs_root=DEFAULT_SYSFS_ROOT, text=None, config
                              changed_keys, cpu_manager_reset_reasons(before, after),
                              memory_manager_reset_reasons(before, after),
                              after.get("reservedSystemCPUs"), created=created,
-                             managed=managed)
+                             managed=managed,
+                             configz=expected_configz(after, sorted(managed),
+                                                      merged_drop_ins=config_dir is not None))

@@ -8,44 +8,115 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 from fractions import Fraction
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.cpuset import (
     CpuTopology,
-    CpusetError,
     DEFAULT_SYSFS_ROOT,
+    MAX_CPU_ID,
     SysfsError,
     format_cpuset,
-    parse_cpuset,
     read_numa_node_memory,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import (
     BOOL_OPTION,
+    CPU_MANAGER_EXCLUSIVE_OPTIONS,
     CPU_MANAGER_POLICIES,
     CPU_MANAGER_POLICY_OPTIONS,
     DEFAULT_CPU_MANAGER_POLICY,
-    DEFAULT_EVICTION_HARD_MEMORY,
     DEFAULT_MEMORY_MANAGER_POLICY,
-    GO_BOOL_VALUES,
+    ENUM_OPTION,
     INT_OPTION,
     MAX_ALLOWABLE_NUMA_NODES_DEFAULT,
+    MAX_ALLOWABLE_NUMA_NODES_LIMIT,
     MEMORY_MANAGER_POLICIES,
-    STRING_OPTION,
+    OPTION_VALUES,
     TOPOLOGY_MANAGER_POLICIES,
     TOPOLOGY_MANAGER_POLICY_OPTIONS,
     TOPOLOGY_MANAGER_SCOPES,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import format_k8s_bytes, k8s_quantity
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import (
+    go_bool,
+    go_duration,
+    go_int,
+    kubelet_cpuset,
+    kubelet_quantity,
+)
+from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import format_k8s_bytes
 
 
-# Go's time.ParseDuration, which the kubelet uses for its metav1.Duration fields.
-_DURATION_RE = re.compile(r"^[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+$|^0$")
+def shown(value, limit=60):
+    """A value for an error message: quoted, non-ASCII and control characters escaped,
+    long text cut (text from an inventory may be hostile)."""
+    if not isinstance(value, str):
+        text = ascii(value)
+        return text if len(text) <= limit else text[:limit] + "..."
+    if len(value) > limit:
+        return ascii(value[:limit]) + "..."
+    return ascii(value)
 
 
-def is_duration(value):
-    """True for a Go duration string such as ``10s``, ``1m30s`` or ``0``."""
-    return isinstance(value, str) and bool(_DURATION_RE.match(value))
+def duration_problem(value):
+    """Why ``value`` is not a duration the kubelet takes for cpuManagerReconcilePeriod, or None.
+
+    The kubelet accepts a negative period (its validation has no rule for it) and then runs
+    the CPU manager's reconcile loop without pause; gpuprov refuses it. ``0`` means the default
+    (the kubelet's v1beta1 defaulting sets the node status update frequency, 10s)."""
+    if not isinstance(value, str):
+        return "%s must be a quoted Go duration such as \"10s\" or \"1m0s\"" % shown(value)
+    try:
+        nanoseconds = go_duration(value)
+    except ValueError as exc:
+        return "%s is not a Go duration such as 10s or 1m30s (%s)" % (shown(value), exc)
+    if nanoseconds < 0:
+        return ("%s is negative: the kubelet would run the CPU manager's reconcile loop "
+                "without pause" % shown(value))
+    return None
+
+
+def option_value_problem(map_key, name, value):
+    """Why option ``name`` of ``map_key`` (``cpuManagerPolicyOptions`` or
+    ``topologyManagerPolicyOptions``) may not have ``value`` (a string, as in the file), or
+    None."""
+    known = (CPU_MANAGER_POLICY_OPTIONS if map_key == "cpuManagerPolicyOptions"
+             else TOPOLOGY_MANAGER_POLICY_OPTIONS)
+    if name not in known:
+        return "unknown option (known: %s)" % ", ".join(sorted(known))
+    if not isinstance(value, str):
+        return "value %s must be a quoted string such as \"true\"" % shown(value)
+    kind = known[name]
+    try:
+        if kind == BOOL_OPTION:
+            go_bool(value)
+        elif kind == INT_OPTION:
+            number = go_int(value)
+            if name == "max-allowable-numa-nodes":
+                if number < MAX_ALLOWABLE_NUMA_NODES_DEFAULT:
+                    return ("%s is less than %d, the kubelet's minimum"
+                            % (shown(value), MAX_ALLOWABLE_NUMA_NODES_DEFAULT))
+                if number > MAX_ALLOWABLE_NUMA_NODES_LIMIT:
+                    return ("%s is above %d, more NUMA nodes than any machine has (a gpuprov "
+                            "bound)" % (shown(value), MAX_ALLOWABLE_NUMA_NODES_LIMIT))
+        elif kind == ENUM_OPTION and value not in OPTION_VALUES[name]:
+            return "%s is not one of %s" % (shown(value), ", ".join(v for v in OPTION_VALUES[name] if v))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def exclusive_option_problems(options):
+    """The static policy's refusals of option pairs that are both true, as ``(name, reason)``."""
+    enabled = set()
+    for name, value in (options or {}).items():
+        try:
+            if name in CPU_MANAGER_POLICY_OPTIONS and go_bool(value):
+                enabled.add(name)
+        except ValueError:
+            pass
+    return [(second, "%s and %s cannot be used at the same time (the kubelet's static policy "
+                     "refuses the pair)" % (first, second))
+            for first, second in CPU_MANAGER_EXCLUSIVE_OPTIONS
+            if first in enabled and second in enabled]
 
 
 class NodeTopology(object):
@@ -76,7 +147,7 @@ def _check_enum(config, key, allowed, errors):
         errors.append("%s: %r is not one of %s" % (key, value, ", ".join(allowed)))
 
 
-def _check_option_map(config, key, known, errors):
+def _check_option_map(config, key, errors):
     options = config.get(key)
     if options is None:
         return
@@ -84,24 +155,12 @@ def _check_option_map(config, key, known, errors):
         errors.append("%s: must be a map of option name to string value" % key)
         return
     for name, value in options.items():
-        field = "%s.%s" % (key, name)
-        if name not in known:
-            errors.append("%s: unknown option (known: %s)" % (field, ", ".join(sorted(known))))
-            continue
-        if not isinstance(value, str):
-            errors.append("%s: value %r must be a quoted string such as \"true\"" % (field, value))
-            continue
-        kind = known[name]
-        if kind == BOOL_OPTION and value not in GO_BOOL_VALUES:
-            errors.append("%s: %r is not a boolean (use \"true\" or \"false\")" % (field, value))
-        elif kind == INT_OPTION:
-            if not re.match(r"^[+-]?\d+$", value):
-                errors.append("%s: %r is not an integer" % (field, value))
-            elif name == "max-allowable-numa-nodes" and int(value) <= MAX_ALLOWABLE_NUMA_NODES_DEFAULT:
-                errors.append("%s: %s must be greater than %d, the kubelet's default limit"
-                              % (field, value, MAX_ALLOWABLE_NUMA_NODES_DEFAULT))
-        elif kind == STRING_OPTION and not value:
-            errors.append("%s: must not be empty" % field)
+        problem = option_value_problem(key, name, value)
+        if problem:
+            errors.append("%s.%s: %s" % (key, name, problem))
+    if key == "cpuManagerPolicyOptions":
+        for name, reason in exclusive_option_problems(options):
+            errors.append("%s.%s: %s" % (key, name, reason))
 
 
 def _reserved_quantity(config, map_key, resource, errors):
@@ -119,7 +178,7 @@ def _reserved_quantity(config, map_key, resource, errors):
                       % (field, value))
         return Fraction(0)
     try:
-        amount = k8s_quantity(value)
+        amount = kubelet_quantity(value)
     except ValueError as exc:
         errors.append("%s: %s" % (field, exc))
         return Fraction(0)
@@ -132,16 +191,17 @@ def _reserved_quantity(config, map_key, resource, errors):
 def _check_cpu_manager(config, topology, errors):
     policy = config.get("cpuManagerPolicy", DEFAULT_CPU_MANAGER_POLICY)
     _check_enum(config, "cpuManagerPolicy", CPU_MANAGER_POLICIES, errors)
-    _check_option_map(config, "cpuManagerPolicyOptions", CPU_MANAGER_POLICY_OPTIONS, errors)
-    # The none policy refuses any options. UNVERIFIED against every release: read from the
-    # kubelet's none policy constructor, which errors on a non-empty options map.
+    _check_option_map(config, "cpuManagerPolicyOptions", errors)
+    # The none policy refuses any options (NewNonePolicy: "None policy: received unsupported
+    # options").
     if policy == "none" and config.get("cpuManagerPolicyOptions"):
         errors.append("cpuManagerPolicyOptions: options need cpuManagerPolicy static; the none "
                       "policy rejects them")
     period = config.get("cpuManagerReconcilePeriod")
-    if period is not None and not is_duration(period):
-        errors.append("cpuManagerReconcilePeriod: %r is not a duration such as 10s or 1m0s"
-                      % (period,))
+    if period is not None:
+        problem = duration_problem(period)
+        if problem:
+            errors.append("cpuManagerReconcilePeriod: %s" % problem)
 
     kube_cpu = _reserved_quantity(config, "kubeReserved", "cpu", errors)
     system_cpu = _reserved_quantity(config, "systemReserved", "cpu", errors)
@@ -150,63 +210,64 @@ def _check_cpu_manager(config, topology, errors):
     has_reserved_cpus = False
     if reserved_cpus is not None:
         if not isinstance(reserved_cpus, str):
-            errors.append("reservedSystemCPUs: %r must be a cpuset string such as \"0-1\""
-                          % (reserved_cpus,))
+            errors.append("reservedSystemCPUs: %s must be a cpuset string such as \"0-1\""
+                          % shown(reserved_cpus))
         else:
             try:
-                cpus = parse_cpuset(reserved_cpus)
-            except CpusetError as exc:
+                cpus = kubelet_cpuset(reserved_cpus, MAX_CPU_ID)
+            except ValueError as exc:
                 errors.append("reservedSystemCPUs: %s" % exc)
             else:
                 has_reserved_cpus = bool(cpus)
                 if cpus:
-                    try:
-                        online = set(topology.cpus.online)
-                    except SysfsError as exc:
-                        errors.append("reservedSystemCPUs: cannot check the CPUs against this "
-                                      "node: %s" % exc)
-                    else:
-                        missing = [cpu for cpu in cpus if cpu not in online]
-                        if missing:
-                            errors.append(
-                                "reservedSystemCPUs: CPUs %s do not exist (or are offline) on "
-                                "this node; online CPUs are %s" % (
-                                    format_cpuset(missing), format_cpuset(online) or "none"))
+                    _check_online(cpus, topology, errors)
+        # ValidateKubeletConfiguration: "can't use reservedSystemCPUs (--reserved-cpus) with
+        # systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup".
+        cgroups = [key for key in ("kubeReservedCgroup", "systemReservedCgroup")
+                   if config.get(key)]
+        if reserved_cpus != "" and cgroups:
+            errors.append("reservedSystemCPUs: the kubelet refuses it together with %s (%s); "
+                          "reserve CPUs with kubeReserved.cpu / systemReserved.cpu instead, or "
+                          "remove %s" % (" and ".join(cgroups),
+                                         ", ".join(shown(config[key]) for key in cgroups),
+                                         " and ".join(cgroups)))
     if policy == "static" and not has_reserved_cpus and kube_cpu + system_cpu <= 0:
         errors.append(
             "cpuManagerPolicy: static needs CPUs reserved for the system: set "
             "reservedSystemCPUs, or kubeReserved.cpu / systemReserved.cpu above zero (the "
-            "kubelet fails with \"the static policy requires systemreserved.cpu + "
-            "kubereserved.cpu to be greater than zero\")")
+            "kubelet fails with \"[cpumanager] unable to determine reserved CPU resources for "
+            "static policy\")")
 
 
-def effective_eviction_hard_memory(config):
-    """``evictionHard["memory.available"]`` as the kubelet uses it, as the string in the file.
+def _check_online(cpus, topology, errors):
+    try:
+        online = set(topology.cpus.online)
+    except SysfsError as exc:
+        errors.append("reservedSystemCPUs: cannot check the CPUs against this node: %s" % exc)
+        return
+    missing = [cpu for cpu in cpus if cpu not in online]
+    if missing:
+        errors.append("reservedSystemCPUs: CPUs %s do not exist (or are offline) on this node; "
+                      "online CPUs are %s" % (format_cpuset(missing),
+                                              format_cpuset(online) or "none"))
 
-    Without an ``evictionHard`` map the kubelet's defaults apply (``memory.available: 100Mi``).
-    A map that is present replaces the defaults as a whole: a threshold it does not name is 0
-    (issue 20; the kubelet's v1beta1 defaulting sets ``evictionHard`` only when it is nil, so
-    ``evictionHard: {nodefs.available: 10%}`` leaves memory without a threshold). With
-    ``mergeDefaultEvictionSettings: true`` (newer kubelets) the missing thresholds take their
-    defaults instead. UNVERIFIED: the release that added that field.
-    """
+
+def eviction_hard_memory(config):
+    """``evictionHard["memory.available"]`` of the effective config (``layers.effective_config``:
+    the main file's defaults applied), as the string in the file; ``"0"`` when the map does not
+    name it: a map that is present replaces the defaults as a whole (the kubelet's defaulting
+    sets ``evictionHard`` only on a main file that has none)."""
     eviction = config.get("evictionHard")
-    if eviction is None:
-        return DEFAULT_EVICTION_HARD_MEMORY
     if not isinstance(eviction, dict):
         return eviction
-    if "memory.available" in eviction:
-        return eviction["memory.available"]
-    if config.get("mergeDefaultEvictionSettings") is True:
-        return DEFAULT_EVICTION_HARD_MEMORY
-    return "0"
+    return eviction.get("memory.available", "0")
 
 
 def _eviction_hard_memory(config, topology, errors):
     if not isinstance(config.get("evictionHard", {}), dict):
         errors.append("evictionHard: must be a map such as {memory.available: 100Mi}")
         return Fraction(0)
-    value = effective_eviction_hard_memory(config)
+    value = eviction_hard_memory(config)
     field = "evictionHard.memory.available"
     if isinstance(value, str) and value.endswith("%"):
         try:
@@ -222,7 +283,7 @@ def _eviction_hard_memory(config, topology, errors):
             return Fraction(0)
         return total * percent / 100
     try:
-        return k8s_quantity(value)
+        return kubelet_quantity(value)
     except ValueError as exc:
         errors.append("%s: %s" % (field, exc))
         return Fraction(0)
@@ -262,7 +323,10 @@ def _check_memory_manager(config, topology, errors):
         numa_nodes = None
         errors.append("reservedMemory: cannot read this node's NUMA nodes: %s" % exc)
     totals = {}
-    seen_nodes = set()
+    # The kubelet refuses a NUMA node reserving one resource twice (validateReservedMemory
+    # Configuration: "duplicate value for NUMA node ... and resource"); a node may have one
+    # entry per resource.
+    seen = set()
     for index, entry in enumerate(reserved_memory):
         field = "reservedMemory[%d]" % index
         if not isinstance(entry, dict):
@@ -270,14 +334,10 @@ def _check_memory_manager(config, topology, errors):
             continue
         numa_node = entry.get("numaNode")
         if isinstance(numa_node, bool) or not isinstance(numa_node, int) or numa_node < 0:
-            errors.append("%s.numaNode: %r is not a NUMA node number" % (field, numa_node))
+            errors.append("%s.numaNode: %s is not a NUMA node number" % (field, shown(numa_node)))
         elif numa_nodes is not None and numa_node not in numa_nodes:
             errors.append("%s.numaNode: NUMA node %d does not exist on this node (nodes: %s)"
                           % (field, numa_node, ", ".join(str(n) for n in sorted(numa_nodes))))
-        elif numa_node in seen_nodes:
-            errors.append("%s.numaNode: NUMA node %d is listed twice" % (field, numa_node))
-        else:
-            seen_nodes.add(numa_node)
         limits = entry.get("limits")
         if not isinstance(limits, dict) or not limits:
             errors.append("%s.limits: must be a non-empty map such as {memory: 1Gi}" % field)
@@ -287,10 +347,18 @@ def _check_memory_manager(config, topology, errors):
                 errors.append("%s.limits.%s: only memory and hugepages-<size> can be reserved"
                               % (field, resource))
                 continue
+            if (numa_node, resource) in seen:
+                errors.append("%s.limits.%s: NUMA node %s reserves %s twice (the kubelet refuses "
+                              "a duplicate)" % (field, resource, shown(numa_node), resource))
+            seen.add((numa_node, resource))
             try:
-                amount = k8s_quantity(value)
+                amount = kubelet_quantity(value)
             except ValueError as exc:
                 errors.append("%s.limits.%s: %s" % (field, resource, exc))
+                continue
+            if amount <= 0:
+                errors.append("%s.limits.%s: %s must be above zero (the kubelet refuses a zero "
+                              "reservation)" % (field, resource, shown(value)))
                 continue
             totals[resource] = totals.get(resource, Fraction(0)) + amount
 
@@ -309,26 +377,25 @@ def _check_memory_manager(config, topology, errors):
 def _check_topology_manager(config, topology, errors):
     _check_enum(config, "topologyManagerPolicy", TOPOLOGY_MANAGER_POLICIES, errors)
     _check_enum(config, "topologyManagerScope", TOPOLOGY_MANAGER_SCOPES, errors)
-    _check_option_map(config, "topologyManagerPolicyOptions", TOPOLOGY_MANAGER_POLICY_OPTIONS,
-                      errors)
+    _check_option_map(config, "topologyManagerPolicyOptions", errors)
     _check_numa_node_limit(config, topology, errors)
 
 
 def _check_numa_node_limit(config, topology, errors):
     """The Topology Manager refuses to start on a node with more NUMA nodes than it allows
     (8, or ``max-allowable-numa-nodes``): the kubelet exits with "unsupported on machines with
-    more than 8 NUMA Nodes" (topology-manager.md; pkg/kubelet/cm/topologymanager). It is
-    checked here for every policy but none; UNVERIFIED that best-effort and restricted are
-    refused too, single-numa-node certainly is."""
+    more than 8 NUMA Nodes" for every policy but none (NewManager in
+    pkg/kubelet/cm/topologymanager/topology_manager.go, kubernetes v1.37.2)."""
     policy = config.get("topologyManagerPolicy", "none")
     if policy in (None, "none") or policy not in TOPOLOGY_MANAGER_POLICIES:
         return
     limit = MAX_ALLOWABLE_NUMA_NODES_DEFAULT
     options = config.get("topologyManagerPolicyOptions")
     if isinstance(options, dict):
-        value = options.get("max-allowable-numa-nodes")
-        if isinstance(value, str) and re.match(r"^[+-]?\d+$", value):
-            limit = max(limit, int(value))
+        try:
+            limit = max(limit, go_int(options.get("max-allowable-numa-nodes")))
+        except ValueError:
+            pass
     try:
         count = len(topology.cpus.numa_nodes)
     except SysfsError as exc:
@@ -345,7 +412,7 @@ def _check_numa_node_limit(config, topology, errors):
 def validate_config(config, topology):
     """Check the managed fields of a KubeletConfiguration dict as the kubelet would.
 
-    :arg config: the whole config as a dict (after the change).
+    :arg config: the effective config as a dict (after the change; ``layers.effective_config``).
     :arg topology: a ``NodeTopology``; only read when a check needs the node's CPUs or memory.
     :returns: list of error strings, each starting with the field it is about.
     """

@@ -9,8 +9,10 @@ Sources: kubernetes.io "Control CPU Management Policies on the Node" (static pol
 and their maturity), "Control Topology Management Policies on a node" (policy options), the
 feature-gate reference pages, and /work's reference notes (GA releases: full-pcpus-only 1.33,
 strict-cpu-reservation 1.35, prefer-closest-numa-nodes 1.32, max-allowable-numa-nodes 1.35,
-MemoryManager 1.32). Releases marked UNVERIFIED below come from memory of release notes, not
-from a page read for this table.
+MemoryManager 1.32). The maturity in 1.34 to 1.37 is read from the option sets in
+pkg/kubelet/cm/cpumanager/policy_options.go and pkg/kubelet/cm/topologymanager/policy_options.go
+of kubernetes v1.34.4, v1.35.4, v1.36.3 and v1.37.2. Releases marked UNVERIFIED below come
+from memory of release notes, not from a source read for this table.
 
 The kubelet refuses an option its release does not know ("unknown option"), and an alpha or
 beta option whose gate (``CPUManagerPolicyAlphaOptions``, ``CPUManagerPolicyBetaOptions``,
@@ -31,15 +33,18 @@ GA = "GA"
 # option -> [(minor release, maturity from that release on)], oldest first
 CPU_MANAGER_OPTION_MATURITY = {
     "full-pcpus-only": [(22, ALPHA), (23, BETA), (33, GA)],
-    "distribute-cpus-across-numa": [(23, ALPHA), (33, BETA)],  # UNVERIFIED: beta in 1.33
+    "distribute-cpus-across-numa": [(23, ALPHA), (33, BETA)],  # UNVERIFIED: beta from 1.33 (1.34: beta)
     "align-by-socket": [(25, ALPHA)],
     "distribute-cpus-across-cores": [(31, ALPHA)],
     "strict-cpu-reservation": [(32, ALPHA), (33, BETA), (35, GA)],
-    "prefer-align-cpus-by-uncorecache": [(32, ALPHA), (34, BETA)],  # UNVERIFIED: beta in 1.34
+    # UNVERIFIED: alpha in 1.32 and 1.33; beta in 1.34 and 1.35, GA from 1.36 (sources).
+    "prefer-align-cpus-by-uncorecache": [(32, ALPHA), (34, BETA), (36, GA)],
 }
 TOPOLOGY_MANAGER_OPTION_MATURITY = {
     "prefer-closest-numa-nodes": [(26, ALPHA), (28, BETA), (32, GA)],
-    "max-allowable-numa-nodes": [(31, BETA), (35, GA)],  # UNVERIFIED: introduced as beta in 1.31
+    "max-allowable-numa-nodes": [(31, BETA), (35, GA)],  # UNVERIFIED: beta from 1.31 (1.34: beta)
+    # UNVERIFIED: in no release up to 1.37 (unknown there); alpha in 1.38 by its
+    # implementation, kubernetes/kubernetes#142226.
     "numa-allocation-strategy": [(38, ALPHA)],
 }
 OPTION_GATES = {

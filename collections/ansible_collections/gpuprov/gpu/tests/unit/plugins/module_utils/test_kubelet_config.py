@@ -266,7 +266,12 @@ VALIDATION_CASES = [
      dict(cpu_manager_policy="none", cpu_manager_policy_options={"full-pcpus-only": True}),
      "cpuManagerPolicyOptions: options need cpuManagerPolicy static"),
     ("bad reconcile period", fixture_text(), dict(cpu_manager_reconcile_period="10 seconds"),
-     "cpuManagerReconcilePeriod: '10 seconds' is not a duration"),
+     "cpuManagerReconcilePeriod: '10 seconds' is not a Go duration"),
+    ("reconcile period in non-ASCII digits", fixture_text(),
+     dict(cpu_manager_reconcile_period="\u0661\u0660s"),
+     "cpuManagerReconcilePeriod: '\\u0661\\u0660s' is not a Go duration"),
+    ("negative reconcile period", fixture_text(), dict(cpu_manager_reconcile_period="-10s"),
+     "cpuManagerReconcilePeriod: '-10s' is negative"),
     ("bad topology policy", with_keys(topologyManagerPolicy="strict"), {},
      "topologyManagerPolicy: 'strict' is not one of none, best-effort, restricted, "
      "single-numa-node"),
@@ -275,9 +280,10 @@ VALIDATION_CASES = [
     ("unknown topology option", fixture_text(),
      dict(topology_manager_policy_options={"prefer-farthest": True}),
      "topologyManagerPolicyOptions.prefer-farthest: unknown option"),
-    ("max numa nodes not above 8", fixture_text(),
-     dict(topology_manager_policy_options={"max-allowable-numa-nodes": 8}),
-     "topologyManagerPolicyOptions.max-allowable-numa-nodes: 8 must be greater than 8"),
+    ("max numa nodes below 8", fixture_text(),
+     dict(topology_manager_policy_options={"max-allowable-numa-nodes": 7}),
+     "topologyManagerPolicyOptions.max-allowable-numa-nodes: '7' is less than 8, the kubelet's "
+     "minimum"),
     ("max numa nodes not a number", fixture_text(),
      dict(topology_manager_policy_options={"max-allowable-numa-nodes": "lots"}),
      "topologyManagerPolicyOptions.max-allowable-numa-nodes: 'lots' is not an integer"),
@@ -287,7 +293,22 @@ VALIDATION_CASES = [
      dict(cpu_manager_policy="static", kube_reserved_cpu="0", system_reserved_cpu="0m"),
      "cpuManagerPolicy: static needs CPUs reserved for the system"),
     ("reserved cpuset reversed", fixture_text(), dict(reserved_system_cpus="3-1"),
-     "reservedSystemCPUs: reversed range '3-1'"),
+     "reservedSystemCPUs: invalid range '3-1'"),
+    ("reserved cpuset with spaces", fixture_text(), dict(reserved_system_cpus="0, 1"),
+     "reservedSystemCPUs: ' 1' is not a CPU number"),
+    ("reserved cpus with a reserved cgroup", with_keys(systemReservedCgroup="/system.slice"),
+     dict(cpu_manager_policy="static", reserved_system_cpus="0"),
+     "reservedSystemCPUs: the kubelet refuses it together with systemReservedCgroup"),
+    ("exclusive cpu options", fixture_text(),
+     dict(cpu_manager_policy="static", reserved_system_cpus="0",
+          cpu_manager_policy_options={"full-pcpus-only": True,
+                                      "distribute-cpus-across-cores": True}),
+     "cpuManagerPolicyOptions.distribute-cpus-across-cores: full-pcpus-only and "
+     "distribute-cpus-across-cores cannot be used at the same time"),
+    ("unknown numa allocation strategy", fixture_text(),
+     dict(topology_manager_policy_options={"numa-allocation-strategy": "packed"}),
+     "topologyManagerPolicyOptions.numa-allocation-strategy: 'packed' is not one of none, "
+     "most-allocated, least-allocated"),
     ("reserved cpuset duplicates", fixture_text(), dict(reserved_system_cpus="0-3,2"),
      "reservedSystemCPUs: CPU 2 is listed more than once"),
     ("reserved cpus not on this node", fixture_text(), dict(reserved_system_cpus="0,15-17"),
@@ -317,7 +338,7 @@ VALIDATION_CASES = [
      dict(memory_manager_policy="Static",
           reserved_memory=[{"numa_node": 0, "limits": {"memory": "434Mi"}},
                            {"numa_node": 0, "limits": {"memory": "434Mi"}}]),
-     "reservedMemory[1].numaNode: NUMA node 0 is listed twice"),
+     "reservedMemory[1].limits.memory: NUMA node 0 reserves memory twice"),
     ("reservedMemory quantity junk", fixture_text(),
      dict(memory_manager_policy="Static",
           reserved_memory=[{"numa_node": 0, "limits": {"memory": "868 MB"}}]),
@@ -569,23 +590,49 @@ STATIC_MEMORY = {"memoryManagerPolicy": "Static", "kubeReserved": {"memory": "25
                  "reservedMemory": [{"numaNode": 0, "limits": {"memory": "868Mi"}}]}
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"kubeReserved": {"memory": "512Mi"}}, "kubeReserved memory or hugepages change"),
-    ({"systemReserved": {"memory": "512Mi", "hugepages-1Gi": "1Gi"}},
-     "systemReserved memory or hugepages change"),
-    ({"evictionHard": {"memory.available": "200Mi"}},
-     "hard eviction threshold for memory changes from 100Mi to 200Mi"),
-    # A partial map drops the 100Mi default to 0.
-    ({"evictionHard": {"nodefs.available": "10%"}},
-     "hard eviction threshold for memory changes from 100Mi to 0"),
+@pytest.mark.parametrize("change, reset", [
+    # kubeReserved/systemReserved memory and the eviction threshold reach the checkpoint only
+    # through reservedMemory, which must sum to them (validation refuses a config where it
+    # does not): the Static policy's machine state depends on reservedMemory alone.
+    ({"kubeReserved": {"memory": "512Mi"}}, False),
+    ({"kubeReserved": {"memory": "512Mi"}, "systemReserved": {"memory": "256Mi"}}, False),
+    ({"evictionHard": {"memory.available": "200Mi"},
+      "reservedMemory": [{"numaNode": 0, "limits": {"memory": "968Mi"}}]}, True),
+    ({"reservedMemory": [{"numaNode": 0, "limits": {"memory": "868Mi", "hugepages-1Gi": "1Gi"}}],
+      "systemReserved": {"memory": "512Mi", "hugepages-1Gi": "1Gi"}}, True),
+    ({"reservedMemory": [{"numaNode": 0, "limits": {"memory": "434Mi"}},
+                         {"numaNode": 1, "limits": {"memory": "434Mi"}}]}, True),
 ])
-def test_memory_reset_for_reservation_changes(change, reason):
+def test_memory_reset_follows_the_reservation_per_numa_node(change, reset):
     after = dict(STATIC_MEMORY, **change)
     reasons = memory_manager_reset_reasons(STATIC_MEMORY, after)
-    assert [r for r in reasons if reason in r], reasons
+    assert reasons == (["reservedMemory changes under the Static memory policy"] if reset else [])
     # Under the None policy the checkpoint holds no reservation.
     none_before = dict(STATIC_MEMORY, memoryManagerPolicy="None")
     assert memory_manager_reset_reasons(none_before, dict(after, memoryManagerPolicy="None")) == []
+
+
+def test_reserved_cpus_that_the_rewrite_ignores_need_no_reset():
+    # With reservedSystemCPUs set the kubelet replaces kubeReserved.cpu/systemReserved.cpu by
+    # the count of those CPUs; without it, only the rounded-up count matters.
+    static_cpu = {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1",
+                  "kubeReserved": {"cpu": "1"}}
+    assert cpu_manager_reset_reasons(static_cpu, dict(static_cpu, kubeReserved={"cpu": "2"})) == []
+    counted = {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"}}
+    assert cpu_manager_reset_reasons(counted, dict(counted, kubeReserved={"cpu": "800m"})) == []
+    assert cpu_manager_reset_reasons(counted, dict(counted, kubeReserved={"cpu": "1500m"})) == [
+        "kubeReserved.cpu + systemReserved.cpu reserve 2 CPUs instead of 1 under the static CPU "
+        "policy"]
+
+
+def test_a_reservation_that_only_shrinks_needs_no_reset_unless_strict():
+    wide = {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1,8-9"}
+    assert cpu_manager_reset_reasons(wide, dict(wide, reservedSystemCPUs="0,8")) == []
+    assert cpu_manager_reset_reasons(dict(wide, reservedSystemCPUs="0,8"), wide) == [
+        "reservedSystemCPUs changes under the static CPU policy"]
+    strict = dict(wide, cpuManagerPolicyOptions={"strict-cpu-reservation": "true"})
+    assert cpu_manager_reset_reasons(strict, dict(strict, reservedSystemCPUs="0,8")) == [
+        "reservedSystemCPUs changes under the static CPU policy"]
 
 
 def test_same_amounts_in_other_spellings_need_no_reset():

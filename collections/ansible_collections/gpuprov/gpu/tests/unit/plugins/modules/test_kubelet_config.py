@@ -394,8 +394,8 @@ def test_options_the_kubelet_release_accepts(capsys, node, version, args):
 
 
 def test_a_beta_option_whose_gate_is_switched_off_is_refused(capsys, node):
-    text = node.original.replace("  KubeletTracing: false\n",
-                                 "  CPUManagerPolicyBetaOptions: false\n  KubeletTracing: false\n")
+    text = node.original.replace("  CPUManagerPolicyAlphaOptions: false\n",
+                                 "  CPUManagerPolicyAlphaOptions: false\n  CPUManagerPolicyBetaOptions: false\n")
     with open(node.config, "w") as handle:
         handle.write(text)
     result = run(capsys, node, kubelet_version="1.30", **NUMA_ARGS)

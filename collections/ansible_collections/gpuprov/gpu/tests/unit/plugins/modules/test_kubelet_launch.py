@@ -119,11 +119,15 @@ def test_a_flag_overriding_a_managed_key_fails_naming_its_file(capsys, kubeadm_r
     result = run(capsys, root=str(kubeadm_root),
                  managed_keys=["cpuManagerPolicy", "kubeReserved.cpu", "topologyManagerPolicy"])
     assert result["failed"] is True
-    # --kube-reserved names memory only, so kubeReserved.cpu stays the config file's.
+    # --kube-reserved names memory only, yet it replaces the config file's whole kubeReserved
+    # map (the kubelet's own flag parsing; tests/test_kubelet_peer_gaps.py).
+    layer = kubeadm_root / "etc/default/kubelet"
     assert result["conflicts"] == [
         "%s: --cpu-manager-policy=none overrides cpuManagerPolicy, which gpuprov manages in "
-        "the kubelet config (flags win over the config file); remove the flag there"
-        % (kubeadm_root / "etc/default/kubelet")]
+        "the kubelet config (flags win over the config file); remove the flag there" % layer,
+        "%s: --kube-reserved=memory=1Gi replaces the whole kubeReserved map, so the kubelet "
+        "runs without the kubeReserved.cpu gpuprov writes, which gpuprov manages in the kubelet "
+        "config (flags win over the config file); remove the flag there" % layer]
 
 
 def test_an_etc_drop_in_hides_the_packaged_one_and_config_dir_is_found(capsys, kubeadm_root):
