@@ -29,7 +29,7 @@ FULLWIDTH_3 = "\uff13"
     ({"cpu_manager_policy": "static", "kube_reserved_cpu": ARABIC_3}, "kube_reserved_cpu: must be a CPU quantity"),
     ({"topology_manager_policy": "single-numa-node",
       "topology_manager_policy_options": {"max-allowable-numa-nodes": "1" + ARABIC_3}},
-     "topology_manager_policy_options.max-allowable-numa-nodes: expected an integer from 9 to 1024"),
+     "topology_manager_policy_options.max-allowable-numa-nodes: '1\\u0663' is not an integer"),
 ])
 def test_numbers_in_non_ascii_digits_are_refused(gpuprov, tmp_path, kubelet, field):
     code, out, err = gpuprov("plan", "-i", inventory(tmp_path, {"n1": dict(T4, gpuprov_kubelet=kubelet)}))
@@ -157,7 +157,9 @@ COLLECTION = os.path.join(REPO, "collections", "ansible_collections", "gpuprov",
 PRODUCT = [os.path.join(REPO, "gpuprov"), os.path.join(COLLECTION, "plugin_utils"),
            os.path.join(COLLECTION, "module_utils", "cpuset.py"),
            os.path.join(COLLECTION, "module_utils", "quantities.py"),
-           os.path.join(COLLECTION, "module_utils", "decimal_text.py")]
+           os.path.join(COLLECTION, "module_utils", "decimal_text.py"),
+           # The kubelet model reads gpuprov_kubelet at plan time (settings_problems).
+           os.path.join(COLLECTION, "module_utils", "kubelet_config")]
 NOT_INPUT = [os.path.join(REPO, "gpuprov", "top", "node_script.py")]
 
 

@@ -48,7 +48,7 @@ SEQ_TAG = "tag:yaml.org,2002:seq"
 # The kubelet reads YAML with sigs.k8s.io/yaml (go-yaml v2), which takes "1e3" for a float
 # where PyYAML (YAML 1.1: a float needs a dot) takes a string (go.yaml.in/yaml/v2 resolve.go,
 # yamlStyleFloat).
-_GO_YAML_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_GO_YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z", re.ASCII)
 
 
 def _plain_resolves_to_str(value):

@@ -36,7 +36,7 @@ GO_BOOL_VALUES = {
     "1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
     "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False,
 }
-_GO_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+_GO_INT_RE = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
 # A cpuset longer than this is no machine's (cpuset.MAX_CPUSET_LENGTH keeps the same bound).
 _MAX_CPUSET_TEXT = 65536
 

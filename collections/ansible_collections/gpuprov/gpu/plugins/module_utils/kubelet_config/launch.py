@@ -175,7 +175,7 @@ def _expand(argv_text, env):
     variable it came from (None for literal words)."""
     words = []
     for word in shlex.split(argv_text):
-        whole = re.match(r"^\$(\w+)$", word)
+        whole = re.match(r"\$(\w+)\Z", word, re.ASCII)
         if whole:
             value, origin = env.get(whole.group(1), ("", None))
             words.extend((part, origin) for part in value.split())

@@ -62,7 +62,7 @@ MEMORY_MANAGER_MATURITY = [(21, ALPHA), (22, BETA), (32, GA)]
 # --config-dir: alpha 1.28 (behind an environment variable), beta 1.30, GA 1.35 (KEP-3983).
 CONFIG_DIR_MIN_MINOR = 30
 
-_VERSION_RE = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.\d+)?(?:[-+].*)?$")
+_VERSION_RE = re.compile(r"v?(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?:\.[0-9]+)?(?:[-+][0-9A-Za-z.+-]*)?\Z", re.ASCII)
 
 
 def parse_kubelet_version(text):
