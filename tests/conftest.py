@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from testlib import REPO
@@ -30,3 +32,54 @@ def gpuprov():
         return result.exit_code, result.stdout, result.stderr
 
     return run
+
+
+# -- the real control plane (tests/controlplane.py) ---------------------------------------------
+_CONTROL_PLANE_STARTS = "control-plane-starts.txt"
+
+
+def _starts_file(config):
+    """Where workers note their control plane's start for the summary: the session's base
+    temporary folder (an xdist worker's own is one level below it)."""
+    base = config._tmp_path_factory.getbasetemp()
+    if hasattr(config, "workerinput"):
+        base = base.parent
+    return os.path.join(str(base), _CONTROL_PLANE_STARTS)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request, tmp_path_factory):
+    """One control plane and node agent per session (per xdist worker), stopped at the end."""
+    from peerlib import peer_binary
+
+    from controlplane import ControlPlane
+
+    binary = peer_binary("controlplane")
+    plane = ControlPlane.start(str(tmp_path_factory.mktemp("control-plane")), binary=binary)
+    # Printed in the terminal summary (pytest_terminal_summary below), from every worker.
+    with open(_starts_file(request.config), "a") as handle:
+        handle.write(plane.describe() + "\n")
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def cluster(control_plane):
+    """The session's control plane for one test; what the test made is removed afterwards."""
+    yield control_plane
+    control_plane.reset()
+
+
+def pytest_terminal_summary(terminalreporter):
+    try:
+        path = _starts_file(terminalreporter.config)
+    except (AttributeError, OSError):
+        return
+    if os.path.exists(path):
+        terminalreporter.section("control plane")
+        with open(path) as handle:
+            for line in handle:
+                terminalreporter.write_line(line.rstrip())
+        os.unlink(path)
