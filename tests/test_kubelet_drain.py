@@ -12,7 +12,7 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUBS = os.path.join(REPO, "tests", "stubs")
-PLAYBOOK = os.path.join(STUBS, "kubelet_drain_playbook.yml")
+PLAYBOOK = os.path.join(REPO, "tests", "playbooks", "kubelet_drain.yml")
 BIN = os.path.dirname(sys.executable)
 NODE = "gpu-a100-01"
 

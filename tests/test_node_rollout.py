@@ -16,7 +16,7 @@ from gpuprov.planning import plan_inventory
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUBS = os.path.join(REPO, "tests", "stubs")
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
-PLAYBOOK = os.path.join(STUBS, "node_rollout_playbook.yml")
+PLAYBOOK = os.path.join(REPO, "tests", "playbooks", "node_rollout.yml")
 BIN = os.path.dirname(sys.executable)
 NODE = "gpu-a100-01"
 PLUGIN_DS = "nvidia-device-plugin/nvidia-device-plugin"
