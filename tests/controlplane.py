@@ -116,13 +116,22 @@ class ControlPlane:
 
     def stop(self):
         self.agent.stop()
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    @classmethod
+    def attach(cls, folder):
+        """A control plane another process started in FOLDER (start(..., detach=True), or a
+        pytest fixture): its clients and its agent's node files, without owning its processes."""
+        folder = os.path.abspath(folder)
+        with open(os.path.join(folder, "cp", "ready.json")) as handle:
+            ready = json.load(handle)
+        return cls(folder, None, ready, NodeAgent(os.path.join(folder, "agent"), None))
 
     @staticmethod
     def stop_folder(folder):
@@ -187,6 +196,30 @@ class ControlPlane:
         for name in ("GPUPROV_FAKE_K8S_STATE", "GPUPROV_FAKE_CALL_LOG"):
             env.pop(name, None)
         return env
+
+    def run_playbook(self, playbook, tmp_path, hosts, variables=None, on_line=None, extra_args=(), timeout=600):
+        """ansible-playbook against this cluster on local-connection HOSTS ({name: vars}), with
+        gpuprov_kubeconfig set for each; on_line(line) sees its output as it comes. Returns a
+        CompletedProcess with stdout and stderr together in stdout."""
+        import yaml
+        inventory = os.path.join(str(tmp_path), "inventory.yml")
+        with open(inventory, "w") as handle:
+            yaml.safe_dump({"all": {"hosts": dict(
+                (name, dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                             "gpuprov_kubeconfig": self.kubeconfig}, **(host_vars or {})))
+                for name, host_vars in hosts.items())}}, handle)
+        env = self.ansible_env()
+        env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=os.path.join(str(tmp_path), "tmp"))
+        args = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, playbook,
+                "-e", json.dumps(variables or {}), *extra_args]
+        process = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+        process.wait(timeout=timeout)
+        return subprocess.CompletedProcess(args, process.returncode, "".join(lines), "")
 
     def service_account_kubeconfig(self, path, namespace, name):
         """A kubeconfig that authenticates as ServiceAccount NAMESPACE/NAME (a token from the
@@ -299,6 +332,17 @@ class ControlPlane:
         self.agent.clear_events()
 
 
+def wait_for(predicate, timeout=60, what="condition", interval=0.2):
+    """predicate()'s first true value within timeout seconds; AssertionError naming WHAT otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+
+
 class NodeAgent:
     """The node agent process (tests/node_agent.py) and the node files it reads."""
 
@@ -359,7 +403,7 @@ class NodeAgent:
             os.unlink(path)
 
     def stop(self):
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=10)
@@ -391,10 +435,7 @@ def main(argv=None):
         return 0
     if args.command == "stop":
         return 0 if ControlPlane.stop_folder(os.path.abspath(args.dir)) else 1
-    with open(os.path.join(args.dir, "cp", "ready.json")) as handle:
-        ready = json.load(handle)
-    plane = ControlPlane(os.path.abspath(args.dir), None, dict(ready, seconds={}),
-                         NodeAgent(os.path.join(os.path.abspath(args.dir), "agent"), None))
+    plane = ControlPlane.attach(args.dir)
     plane.add_node(args.name, **json.loads(args.spec))
     print("node %s Ready" % args.name, file=sys.stderr)
     return 0

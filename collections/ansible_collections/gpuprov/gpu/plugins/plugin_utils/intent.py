@@ -102,7 +102,7 @@ RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", 
             "gpuprov_cli_catalog_file", "gpuprov_cluster_side",
             # drains and waves (site.yml)
             "gpuprov_wave_max_nodes", "gpuprov_allow_undrained", "gpuprov_drain_retry_delay",
-            "gpuprov_drain_delete_emptydir_data",
+            "gpuprov_drain_delete_emptydir_data", "gpuprov_drain_force",
             "gpuprov_status_dir", "gpuprov_status_fail_on_drift",
             # baseline record / start / collect / stop
             "gpuprov_baseline_duration", "gpuprov_baseline_interval", "gpuprov_baseline_dest",
