@@ -10,7 +10,11 @@ controlplane.NodeAgent.add_node); the agent creates each Node, and deletes it wh
      "address": "127.0.0.1", "cpu": "64", "memory": "512Gi", "pods": "110",
      "extended": {"nvidia.com/gpu": 8},            # advertised from the start
      "plugin": {"devices": {"nvidia.com/gpu": 8}}  # what a device plugin pod advertises when it
-               or {"nvml_state": PATH}}            #   starts: fixed, or read from the fake NVML
+               or {"nvml_state": PATH},            #   starts: fixed, or read from the fake NVML
+     "holder": {"nvml_state": PATH, "mount_pid_file": PATH}}
+                       # a fleet node (tests/fleet): a pod that uses its GPUs runs a process in
+                       # the node's mount namespace (that of the pid in the file), listed as a
+                       # holder of every GPU in the node's fake NVML state while the pod runs
 
 What the agent does, as a kubelet would:
 - Node status: Ready and the pressure conditions, capacity and allocatable (cpu, memory, pods
@@ -18,8 +22,8 @@ What the agent does, as a kubelet would:
   node lifecycle controller removes the not-ready taint the API server puts on a new Node and
   would mark the node unreachable without it).
 - Pods bound to its nodes by the scheduler or the DaemonSet controller start: status Running
-  and Ready, with a pod IP. A device plugin pod of the NVIDIA chart (label
-  app.kubernetes.io/name=nvidia-device-plugin, component device-plugin) reads its config the
+  and Ready, with a pod IP. A device plugin pod of the NVIDIA chart (a container whose command
+  is nvidia-device-plugin) reads its config the
   way config-manager does (the node label nvidia.com/device-plugin.config, else
   DEFAULT_CONFIG, from the ConfigMap mounted as available-configs): a label naming a config
   the ConfigMap lacks leaves the pod's init container crash-looping and the pod not Ready
@@ -31,6 +35,10 @@ What the agent does, as a kubelet would:
   have stopped: at once, or after the annotation gpuprov.test/shutdown-seconds (a container that
   takes that long to exit on SIGTERM), but never later than its grace period, as the kubelet
   kills containers then. The agent then deletes it with grace period 0, as the kubelet does.
+- On a node with "holder", a pod that uses the GPUs (the device plugin's, one whose
+  containers ask for nvidia.com/ resources, or one annotated gpuprov.test/holds-gpus=true) runs a `sleep` in the node's mount namespace while
+  it runs: a GPU reset or an Ampere MIG mode change then fails "in use", as on a real node, and
+  the kubelet's stop of the pod (SIGTERM) releases the GPUs.
 - Every pod start and stop is appended to DIR/events.jsonl ({"event": "start"|"stop", "pod":
   "NS/NAME", "uid", "node", "time"}), and every cordon change seen with the number of nodes
   cordoned at that moment ({"event": "cordoned", "nodes": [...]}), so tests can see what
@@ -52,8 +60,6 @@ from kubernetes.client.rest import ApiException
 HEARTBEAT_SECONDS = 10
 SHUTDOWN_ANNOTATION = "gpuprov.test/shutdown-seconds"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
-PLUGIN_NAME_LABEL = "app.kubernetes.io/name"
-PLUGIN_COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
 def now():
@@ -91,6 +97,7 @@ class Agent:
         self.started = {}            # pod uid -> node name (pods this agent started)
         self.plugin_pods = {}        # pod uid -> (node name, resources it advertised)
         self.terminating = {}        # pod uid -> (due monotonic time, namespace, name)
+        self.holders = {}            # pod uid -> (process, nvml state path, holder name)
         self.events = queue.Queue()
         self.version = self._server_version()
         self.cordoned = None
@@ -234,9 +241,9 @@ class Agent:
 
     # -- the device plugin ------------------------------------------------------------------
     def is_plugin_pod(self, pod):
-        labels = pod.metadata.labels or {}
-        return (labels.get(PLUGIN_NAME_LABEL) == "nvidia-device-plugin"
-                and labels.get(PLUGIN_COMPONENT_LABEL, "device-plugin") == "device-plugin")
+        """The NVIDIA device plugin's pod: a container runs `nvidia-device-plugin` (the chart's
+        nvidia-device-plugin-ctr; GFD's runs gpu-feature-discovery)."""
+        return any((container.command or [None])[0] == "nvidia-device-plugin" for container in pod.spec.containers)
 
     def plugin_config(self, pod, node):
         """(config name, config text or None, error): what config-manager would load."""
@@ -274,6 +281,45 @@ class Agent:
             import fake_device_plugin
             return fake_device_plugin.advertised(plugin["nvml_state"], config_text)
         return {}
+
+    # -- GPU holders on fleet nodes ---------------------------------------------------------
+    def uses_gpus(self, pod):
+        if self.is_plugin_pod(pod) or (pod.metadata.annotations or {}).get("gpuprov.test/holds-gpus") == "true":
+            return True
+        for container in pod.spec.containers:
+            limits = (container.resources.limits if container.resources else None) or {}
+            if any(name.startswith("nvidia.com/") for name in limits):
+                return True
+        return False
+
+    def start_holder(self, pod):
+        holder = self.specs[pod.spec.node_name].data.get("holder")
+        if not holder or not self.uses_gpus(pod):
+            return
+        with open(holder["mount_pid_file"]) as handle:
+            node_pid = int(handle.read().split()[0])
+        import subprocess
+        import fake_device_plugin
+        # nsenter execs sleep in the same process: its pid is the pod's process on the node.
+        process = subprocess.Popen(["nsenter", "--mount=/proc/%d/ns/mnt" % node_pid, "--", "sleep", "86400"],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        name = "pod %s/%s" % (pod.metadata.namespace, pod.metadata.name)
+        with fake_device_plugin.nvml_state(holder["nvml_state"]) as state:
+            state["holders"] = [h for h in state.get("holders", []) if h.get("name") != name] + [
+                {"name": name, "pid": process.pid}]
+        self.holders[pod.metadata.uid] = (process, holder["nvml_state"], name)
+
+    def stop_holder(self, uid):
+        entry = self.holders.pop(uid, None)
+        if entry is None:
+            return
+        process, path, name = entry
+        import fake_device_plugin
+        process.terminate()
+        process.wait()
+        with fake_device_plugin.nvml_state(path) as state:
+            state["holders"] = [h for h in state.get("holders", []) if h.get("name") != name]
 
     # -- pods ---------------------------------------------------------------------------------
     def watch_pods(self):
@@ -366,6 +412,8 @@ class Agent:
                 raise
             return
         self.started[uid] = node_name
+        if ready:
+            self.start_holder(pod)
         self.log(event="start", pod="%s/%s" % (pod.metadata.namespace, pod.metadata.name), uid=uid, node=node_name,
                  ready=ready)
 
@@ -374,6 +422,7 @@ class Agent:
         node_name = self.started.pop(uid, None)
         if node_name is None:
             return
+        self.stop_holder(uid)
         plugin = self.plugin_pods.pop(uid, None)
         if plugin is not None and plugin[0] in self.specs:
             self.unhealthy[plugin[0]] |= plugin[1]
