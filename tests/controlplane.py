@@ -74,6 +74,7 @@ class ControlPlane:
         self.server = ready["server"]
         self.seconds = ready["seconds"]
         self._api_client = None
+        self.baseline = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -108,6 +109,10 @@ class ControlPlane:
         agent = NodeAgent.start(os.path.join(folder, "agent"), ready["kubeconfig"], detach=detach)
         plane = cls(folder, process, ready, agent)
         plane.seconds = dict(ready["seconds"], with_agent=time.monotonic() - started)
+        # What the cluster has of its own in the system namespaces (reset() keeps it).
+        plane.baseline = dict((ns, sorted(c.metadata.name for c in plane.core().list_namespaced_config_map(ns).items))
+                              for ns in SYSTEM_NAMESPACES)
+        _write_json_atomically(os.path.join(folder, "baseline.json"), plane.baseline)
         with open(os.path.join(folder, "env"), "w") as handle:
             handle.write("KUBECONFIG=%s\n" % plane.kubeconfig)
         _write_json_atomically(os.path.join(folder, "pids.json"),
@@ -264,6 +269,11 @@ class ControlPlane:
     def remove_node(self, name):
         self.agent.remove_node(name)
 
+    def update_node(self, name, **changes):
+        """Change keys of a declared node's spec (e.g. what its device plugin advertises when it
+        next starts); the Node itself stays."""
+        self.agent.update_node(name, **changes)
+
     def wait_for_node(self, name, timeout=60):
         core = self.core()
         deadline = time.monotonic() + timeout
@@ -302,7 +312,7 @@ class ControlPlane:
             core.delete_collection_namespaced_event(namespace)
             if namespace in SYSTEM_NAMESPACES:
                 for config_map in core.list_namespaced_config_map(namespace).items:
-                    if config_map.metadata.name != "kube-root-ca.crt":
+                    if config_map.metadata.name not in self.baseline.get(namespace, ()):
                         core.delete_namespaced_config_map(config_map.metadata.name, namespace)
             else:
                 try:
@@ -378,6 +388,13 @@ class NodeAgent:
 
     def add_node(self, name, **spec):
         _write_json_atomically(os.path.join(self.folder, "nodes", name + ".json"), dict(spec, name=name))
+
+    def update_node(self, name, **changes):
+        path = os.path.join(self.folder, "nodes", name + ".json")
+        with open(path) as handle:
+            spec = json.load(handle)
+        spec.update(changes)
+        _write_json_atomically(path, spec)
 
     def remove_node(self, name):
         path = os.path.join(self.folder, "nodes", name + ".json")

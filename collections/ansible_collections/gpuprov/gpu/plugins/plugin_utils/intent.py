@@ -115,7 +115,7 @@ RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", 
             "gpuprov_baseline_scratch", "gpuprov_baseline_run", "gpuprov_baseline_files",
             "gpuprov_baseline_program_file", "gpuprov_baseline_unit_file", "gpuprov_baseline_unit",
             "gpuprov_baseline_exec_start", "gpuprov_cordoned_by_run", "gpuprov_node_before",
-            "gpuprov_drain_pods", "gpuprov_mps_probe")
+            "gpuprov_drain_pods", "gpuprov_mps_probe", "gpuprov_node_failure")
 KNOWN_VARS = frozenset(INTENT_VARS + RUN_VARS)
 
 
