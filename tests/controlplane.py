@@ -75,6 +75,7 @@ class ControlPlane:
         self.seconds = ready["seconds"]
         self._api_client = None
         self.baseline = {}
+        self._dynamic = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -188,9 +189,17 @@ class ControlPlane:
         return client.PolicyV1Api(self.api_client())
 
     def create(self, manifest):
-        """Create one object from a manifest dict (any kind the API serves), as admin."""
-        from kubernetes import utils
-        return utils.create_from_dict(self.api_client(), manifest)
+        """Create one object from a manifest dict (any kind the API serves), as admin. The
+        dict goes to the API server as it is (the dynamic client), so the server, not the
+        client's models, judges it: quantities may be numbers, as in kubectl apply."""
+        from kubernetes import dynamic
+        if self._dynamic is None:
+            self._dynamic = dynamic.DynamicClient(self.api_client())
+        resource = self._dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        namespace = (manifest.get("metadata") or {}).get("namespace")
+        if resource.namespaced:
+            return resource.create(body=manifest, namespace=namespace or "default")
+        return resource.create(body=manifest)
 
     def ansible_env(self, base=None):
         """Environment for ansible-playbook against this cluster: the real kubernetes.core
