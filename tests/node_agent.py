@@ -98,6 +98,7 @@ class Agent:
         self.plugin_pods = {}        # pod uid -> (node name, resources it advertised)
         self.terminating = {}        # pod uid -> (due monotonic time, namespace, name)
         self.holders = {}            # pod uid -> (process, nvml state path, holder name)
+        self.plugin_labels = {}      # plugin pod uid -> (pod, the node's config label it started with)
         self.events = queue.Queue()
         self.version = self._server_version()
         self.cordoned = None
@@ -232,12 +233,19 @@ class Agent:
                 if error.status != 409:
                     raise
 
-    def track_cordons(self):
-        cordoned = sorted(node.metadata.name for node in self.core.list_node().items
-                          if node.spec.unschedulable and node.metadata.name in self.specs)
+    def watch_nodes(self):
+        """Cordons (logged), and config-manager's part: it follows the node's config label
+        and restarts the plugin with the config the label names (or lets a crash-looping init
+        container through once the label names a config that exists)."""
+        nodes = dict((node.metadata.name, node) for node in self.core.list_node().items)
+        cordoned = sorted(name for name, node in nodes.items() if node.spec.unschedulable and name in self.specs)
         if cordoned != self.cordoned:
             self.cordoned = cordoned
             self.log(event="cordoned", nodes=cordoned)
+        for uid, (pod, label) in sorted(self.plugin_labels.items()):
+            node = nodes.get(pod.spec.node_name)
+            if node is not None and (node.metadata.labels or {}).get(CONFIG_LABEL) != label:
+                self.start_pod(pod, restart=True)
 
     # -- the device plugin ------------------------------------------------------------------
     def is_plugin_pod(self, pod):
@@ -370,20 +378,23 @@ class Agent:
         if uid not in self.started:
             self.start_pod(pod)
 
-    def start_pod(self, pod):
+    def start_pod(self, pod, restart=False):
         node_name = pod.spec.node_name
         uid = pod.metadata.uid
         ready, waiting = True, None
         if self.is_plugin_pod(pod):
             node = self.core.read_node(node_name)
+            self.plugin_labels[uid] = (pod, (node.metadata.labels or {}).get(CONFIG_LABEL))
             config_name, config_text, error = self.plugin_config(pod, node)
             if error:
                 ready, waiting = False, error
             else:
                 devices = self.plugin_devices(node_name, config_text)
+                old = self.plugin_pods.get(uid, (node_name, set()))[1]
                 self.plugin_pods[uid] = (node_name, set(devices))
                 self.extended[node_name].update(devices)
                 self.unhealthy[node_name] -= set(devices)
+                self.unhealthy[node_name] |= old - set(devices)
                 self.heartbeat(node_name)
         stamp = rfc3339()
         containers = [{"name": c.name, "image": c.image or "", "imageID": "", "restartCount": 0 if ready else 3,
@@ -412,9 +423,9 @@ class Agent:
                 raise
             return
         self.started[uid] = node_name
-        if ready:
+        if ready and uid not in self.holders:
             self.start_holder(pod)
-        self.log(event="start", pod="%s/%s" % (pod.metadata.namespace, pod.metadata.name), uid=uid, node=node_name,
+        self.log(event="restart" if restart else "start", pod="%s/%s" % (pod.metadata.namespace, pod.metadata.name), uid=uid, node=node_name,
                  ready=ready)
 
     def pod_gone(self, pod):
@@ -423,6 +434,7 @@ class Agent:
         if node_name is None:
             return
         self.stop_holder(uid)
+        self.plugin_labels.pop(uid, None)
         plugin = self.plugin_pods.pop(uid, None)
         if plugin is not None and plugin[0] in self.specs:
             self.unhealthy[plugin[0]] |= plugin[1]
@@ -451,7 +463,7 @@ class Agent:
             try:
                 if time.monotonic() >= next_sync:
                     self.sync_nodes()
-                    self.track_cordons()
+                    self.watch_nodes()
                     next_sync = time.monotonic() + 0.25
                 self.finish_terminations()
             except ApiException as error:
