@@ -448,7 +448,8 @@ def test_a_device_plugin_pod_holding_the_gpu_is_paused_around_the_mig_change(tmp
         assert pod not in state["pods"]
         assert PAUSE_LABEL not in state["nodes"]["a100"]["labels"]
         assert not state["nodes"]["a100"].get("unschedulable")
-        assert cluster_steps(fleet) == ["drain", "label paused", "label None", "uncordon"]
+        # The drain cordons first, so that any failure after it uncordons (node_drain).
+        assert cluster_steps(fleet) == ["cordon", "drain", "label paused", "label None", "uncordon"]
         assert node_systemd(node)["units"]["nvidia-persistenced.service"]["active"]
 
         # As planned now: nothing is drained or paused again.
@@ -493,7 +494,7 @@ def test_a_gpu_pod_gpuprov_cannot_pause_fails_the_mig_change_and_is_named(tmp_pa
         state = fleet.cluster_state()
         assert pod in state["pods"]
         assert PAUSE_LABEL not in state["nodes"]["a100"]["labels"]
-        assert cluster_steps(fleet) == ["drain", "label paused", "label None"]
+        assert cluster_steps(fleet) == ["cordon", "drain", "label paused", "label None"]
         assert state["nodes"]["a100"]["unschedulable"] is True
         assert node_systemd(node)["units"]["nvidia-persistenced.service"]["active"]
         # ... and marked as cordoned by gpuprov, so that the next run does not take it for a
