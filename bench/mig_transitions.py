@@ -12,20 +12,31 @@ creates, by comparing GPU instance ids in the fake's state before and after:
     replay:    mig-parted's SetMigConfig replayed against the same fake NVML (largest
                first, driver-chosen placements, clear and try the next ordering on
                Insufficient Resources); its count includes those retries
+    mig-parted: NVIDIA's own mig-parted (its config manager, at the version tests/peers
+               pins) applying the same transitions on NVIDIA's go-nvml mock of the GPU
+               (tests/peers mig-parted-apply --from; the mock starts from mig-parted's own
+               apply of the first layout), where the mock shows the profiles under their
+               driver names; instances destroyed and created as the mock counts them
 
 Both start every transition from the same instances at the same placements (two identical
 GPUs). ``min`` is the proven minimum of destroyed instances for the transition, found
 exhaustively over the catalog's placements (proven_minimum_destroyed); the run fails when
 gpuprov destroys more on any transition, and prints on how many it is at the minimum. Every destroyed instance is a workload stopped; fewer is better. Exits 1 if gpuprov
 is worse than the baseline on any transition, not strictly better on one where it keeps an
-instance, or if either ends in a layout other than the one asked for.
+instance, or if either ends in a layout other than the one asked for; and, beside mig-parted,
+if gpuprov destroys more than mig-parted or the two end in different layouts. Without the
+Go peers built (scripts/setup.sh) the mig-parted columns are skipped, unless
+GPUPROV_REQUIRE_PEERS=1.
 
     python bench/mig_transitions.py [--gpu H100-80GB] [--keep DIR]
 """
 import argparse
+import importlib.util
 import itertools
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -44,6 +55,10 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_manager import (  
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import place  # noqa: E402
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml  # noqa: E402
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog  # noqa: E402
+
+# The one list of where NVIDIA's mocks differ from the hardware (and which mock is which GPU).
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import mig_mock_differences  # noqa: E402
 
 # Layouts by kind of profile; names are filled in per GPU model.
 LAYOUTS = {
@@ -252,6 +267,62 @@ def _completes(kept, need, profiles, compute_total):
     return place_from(0, used, -1)
 
 
+def peers_binary():
+    """The built Go peers binary of tests/peers, or None."""
+    spec = importlib.util.spec_from_file_location("gpuprov_peers_build", os.path.join(REPO, "tests", "peers", "build.py"))
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    path = os.path.join(build.build_dir(), "peers")
+    return path if os.access(path, os.X_OK) else None
+
+
+def run_nvidia_mig_parted(model, names, work):
+    """mig-parted's own apply of every transition on NVIDIA's mock of ``model``.
+
+    Returns ([per transition: {destroyed, created, refused, counts} or {error}], None), or
+    (None, why not)."""
+    mock, pci_id = mig_mock_differences.MOCKS.get(model.key, (None, None))
+    if mock is None:
+        return None, "go-nvml has no mock of %s" % model.key
+    kinds = set(kind for layout in LAYOUTS.values() for kind in layout)
+    misnamed = sorted(names[k] for k in kinds
+                      if mig_mock_differences.differs(model.key, "name", model.profile(names[k]).gi_enum))
+    if misnamed:
+        return None, "the %s mock names %s otherwise (tests/mig_mock_differences.py)" % (mock, ", ".join(misnamed))
+    binary = peers_binary()
+    if binary is None:
+        return None, "the Go peers are not built (scripts/setup.sh or python tests/peers/build.py)"
+    path = os.path.join(work, "mig-parted.yaml")
+    with open(path, "w") as handle:
+        json.dump({"version": "v1", "mig-configs": dict(
+            (layout, [{"devices": "all", "mig-enabled": True, "mig-devices": counts_for(layout, names)}])
+            for layout in LAYOUTS)}, handle)
+    results = []
+    for source, target in TRANSITIONS:
+        argv = [binary, "mig-parted-apply", path, target, "--from", source, "--mock", mock]
+        if pci_id:
+            argv += ["--pci-id", pci_id]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        data = json.loads(proc.stdout)
+        if "error" in data:
+            results.append({"error": data["error"]})
+            continue
+        gpu = data["gpus"][0]  # every GPU of the mock gets the same config
+        results.append({"destroyed": gpu["counts"]["gpu_instances_destroyed"],
+                        "created": gpu["counts"]["gpu_instances_created"],
+                        "refused": gpu["counts"]["gpu_instances_refused"],
+                        "counts": dict((k, v) for k, v in (gpu["mig_config"] or {}).items() if v),
+                        "placements_as_driver": not any(mig_mock_differences.differs(model.key, "placements", p)
+                                                        for p in range(10))})
+    return results, None
+
+
+def peer_version():
+    versions = json.loads(subprocess.run([peers_binary(), "versions"], capture_output=True, text=True,
+                                         timeout=60).stdout)
+    return "mig-parted " + versions["github.com/NVIDIA/mig-parted"]
+
+
 class Counter:
     """Counts the GPU instances destroyed and created on one GPU while ``func`` runs,
     including instances that came and went in between (the baseline's failed orderings)."""
@@ -305,7 +376,7 @@ def main(argv=None):
     os.environ[pynvml.STATE_ENV] = path
     solver_profiles = model.solver_profiles()
 
-    rows, problems, minima = [], [], []
+    rows, problems, minima, endings = [], [], [], []
     for number, (source, target) in enumerate(TRANSITIONS, 1):
         # Two identical GPUs holding the source layout at the solver's placements.
         state = pynvml.new_state(gpus=[(args.gpu, 2)])
@@ -325,6 +396,8 @@ def main(argv=None):
             got = profile_counts(after, after["gpus"][index])
             if got != wanted:
                 problems.append("#%d %s -> %s: %s ended with %s" % (number, source, target, label, got))
+            if index == 0:
+                endings.append(got)
         # Each starting instance was either destroyed (counted exactly) or kept.
         kept = len(before[0]) - ours.destroyed
         ours_total = ours.destroyed + ours.created
@@ -370,8 +443,35 @@ def main(argv=None):
         else:
             driver_at_minimum += 1
 
+    # NVIDIA's mig-parted on NVIDIA's mock, the same transitions.
+    nvidia, why_not = run_nvidia_mig_parted(model, names, work)
+    if nvidia is None and os.environ.get("GPUPROV_REQUIRE_PEERS") == "1" and "not built" in why_not:
+        problems.append("mig-parted side by side: " + why_not)
+    side = {"destroyed": 0, "created": 0, "refused": 0, "same": 0, "compared": 0}
+    for number, ((source, target), row) in enumerate(zip(TRANSITIONS, rows), 1):
+        if nvidia is None:
+            rows[number - 1] = row + ("-", "-")
+            continue
+        result, wanted = nvidia[number - 1], counts_for(target, names)
+        if "error" in result:
+            problems.append("#%d %s -> %s: mig-parted failed on the mock: %s" % (number, source, target, result["error"]))
+            rows[number - 1] = row + ("error", "error")
+            continue
+        rows[number - 1] = row + (result["destroyed"], result["created"])
+        side["compared"] += 1
+        for key in ("destroyed", "created", "refused"):
+            side[key] += result[key]
+        if result["counts"] != wanted:
+            problems.append("#%d %s -> %s: mig-parted ended with %s" % (number, source, target, result["counts"]))
+        elif result["counts"] == endings[number - 1]:
+            side["same"] += 1
+        if row[4] > result["destroyed"]:
+            problems.append("#%d %s -> %s: gpuprov destroyed %d instance(s), mig-parted %d"
+                            % (number, source, target, row[4], result["destroyed"]))
+
     header = ("#", "from", "to", "kept", "destroyed", "min", "created", "total",
-              "base destroyed", "base created", "base total", "replay total")
+              "base destroyed", "base created", "base total", "replay total", "mig-parted destroyed",
+              "mig-parted created")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = "  ".join("%%%ds" % w if i not in (1, 2) else "%%-%ds" % w for i, w in enumerate(widths))
     print("MIG layout transitions on %s (%d); gpuprov vs destroy-everything (mig-parted)" % (args.gpu, len(rows)))
@@ -382,7 +482,7 @@ def main(argv=None):
     total = lambda i: sum(r[i] for r in rows)  # noqa: E731
     print("  ".join("-" * w for w in widths))
     print(line % ("", "total", "", total(3), total(4), total(5), total(6), total(7), total(8), total(9), total(10),
-                  total(11)))
+                  total(11), side["destroyed"] if nvidia else "-", side["created"] if nvidia else "-"))
     destroyed_ratio = float(total(4)) / total(8) if total(8) else 0.0
     changes_ratio = float(total(7)) / total(10) if total(10) else 0.0
     print()
@@ -397,6 +497,17 @@ def main(argv=None):
     print("  (%d/%d from gpuprov's own placements, %d/%d from the driver's first-free placements)"
           % (at_minimum, len(rows), driver_at_minimum, len(rows)))
     print("(the replay's placements are the fake driver's first free slot; the real driver's choice is UNVERIFIED)")
+    if nvidia is None:
+        print("beside mig-parted: skipped, %s" % why_not)
+    else:
+        mock = mig_mock_differences.MOCKS[model.key][0]
+        print("beside mig-parted (NVIDIA's own apply, %s, on go-nvml's %s mock): destroyed mig-parted %d / gpuprov %d, "
+              "created mig-parted %d / gpuprov %d; both end in the layout asked for, the same on %d/%d transitions"
+              % (peer_version(), mock, side["destroyed"], total(4), side["created"], total(6), side["same"],
+                 len(rows)))
+        print("  (same layout: the profiles on each GPU; %s; mig-parted's creates the mock refused and it retried: %d)"
+              % ("placements may differ, gpuprov keeps instances where they are" if nvidia[0]["placements_as_driver"]
+                 else "the mock's placement sizes count compute slices, not the driver's memory slices", side["refused"]))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     if problems:

@@ -22,6 +22,7 @@ COMMANDS = {
     "pool": "gpuprov.cmd_pool:pool",
     "status": "gpuprov.cmd_status:status",
     "top": "gpuprov.cmd_top:top",
+    "trial": "gpuprov.cmd_trial:trial",
 }
 
 

@@ -1,5 +1,4 @@
 """`gpuprov apply`: validate the plan, then converge the nodes with the site playbook."""
-import os
 import sys
 
 import click
@@ -7,7 +6,7 @@ import click
 from gpuprov import options, render
 from gpuprov.cmd_plan import load_plans, plan_table
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
-from gpuprov.runner import parse_waves, run_playbook
+from gpuprov.runner import converge_limit, converge_variables, parse_waves, run_playbook
 
 
 # Variables apply passes to the playbook from its own options; -e may not change them.
@@ -74,22 +73,14 @@ def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_no
             "Dry run on" if check else "Converging", len(fleet.nodes), ",".join(str(b) for b in batches),
             wave_max_nodes or "all"))
 
-    # Only the planned GPU nodes take part, so the canary wave is a GPU node, not a
-    # control-plane host that has nothing to do.
-    variables = {"gpuprov_waves": batches, "gpuprov_wave_max_nodes": wave_max_nodes,
-                 "gpuprov_max_fail_percentage": max_fail_percentage, "gpuprov_hosts": ",".join(fleet.nodes)}
-    if catalog_file:
-        # The node_plan action plans every host with the same models as this plan.
-        variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)
-    if kubeconfig:
-        variables["gpuprov_kubeconfig"] = kubeconfig
-    if kube_context:
-        variables["gpuprov_kube_context"] = kube_context
+    variables = converge_variables(fleet.nodes, batches, wave_max_nodes, max_fail_percentage, catalog_file,
+                                   kubeconfig, kube_context)
     extra_args = vault.playbook_args()
     for item in extra_vars:
         extra_args += ["-e", item]
     try:
-        rc, summary = run_playbook(playbook, list(inventory), limit=limit, check=check, diff=diff,
+        rc, summary = run_playbook(playbook, list(inventory), limit=converge_limit(limit, fleet.nodes),
+                                   check=check, diff=diff,
                                    extra_vars=variables, forks=forks, extra_args=extra_args,
                                    stdout=sys.stderr if output == "json" else None)
     except FileNotFoundError as exc:
@@ -116,6 +107,3 @@ def apply(inventory, limit, vault, catalog_file, check, diff, waves, wave_max_no
             click.echo("ansible-playbook exited with %d before any node ran" % rc, err=True)
         raise SystemExit(EXIT_FAILED)
     raise SystemExit(EXIT_OK)
-
-
-

@@ -1,12 +1,10 @@
 """`gpuprov fit`: pack workloads onto the fewest GPUs and write the inventory for them."""
-import os
-import tempfile
-
 import click
 
 from gpuprov import fit as fit_mod
 from gpuprov import options, render
 from gpuprov.errors import fail_bad_input
+from gpuprov.output_files import write_atomically
 
 
 def fit_table(result, data):
@@ -36,20 +34,6 @@ def fit_table(result, data):
         lines.append("")
         lines.append("Idle GPUs on the pool's nodes: %s" % ", ".join("%s: %d" % (n.host, n.spares) for n in nodes))
     return "\n".join(lines)
-
-
-def write_atomically(path, text):
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
 
 
 @click.command()

@@ -39,12 +39,47 @@ def parse_waves(text):
     return waves
 
 
+def converge_variables(nodes, waves, wave_max_nodes=5, max_fail_percentage=0, catalog_file=None, kubeconfig=None,
+                       kube_context=None):
+    """The variables `gpuprov apply` (and the trial's converges) give the site playbook.
+
+    Only the planned GPU nodes take part (gpuprov_hosts), so the canary wave is a GPU node,
+    not a control-plane host that has nothing to do.
+    """
+    variables = {"gpuprov_waves": list(waves), "gpuprov_wave_max_nodes": wave_max_nodes,
+                 "gpuprov_max_fail_percentage": max_fail_percentage, "gpuprov_hosts": ",".join(nodes)}
+    if catalog_file:
+        # The node_plan action plans every host with the same models as this plan.
+        variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)
+    if kubeconfig:
+        variables["gpuprov_kubeconfig"] = kubeconfig
+    if kube_context:
+        variables["gpuprov_kube_context"] = kube_context
+    return variables
+
+
+def converge_limit(limit, nodes):
+    """The --limit for ansible-playbook when the command was limited, else None.
+
+    The cluster side runs on the controller's implicit localhost, which a limit matches only
+    when it names it: `-l gpu-a100-01` alone would skip the cluster play, and the node would
+    keep its old device-plugin config label. So a limited run names the planned nodes (the
+    hosts the node play takes anyway) and localhost.
+    """
+    if not limit:
+        return None
+    return ",".join(list(nodes) + ["localhost"])
+
+
 def run_playbook(playbook, inventories, limit=None, check=False, diff=False, extra_vars=None, forks=None,
-                 extra_args=(), env=None, stdout=None):
+                 extra_args=(), env=None, stdout=None, own_session=False, started=None):
     """Run ansible-playbook (argv list, no shell) with the progress callback.
 
     Output streams to this process's stdout, or to ``stdout`` (a file object, e.g.
     sys.stderr when this process prints JSON). Returns (return code, summary dict or None).
+    ``own_session``: the run gets a session (and process group) of its own, so a Ctrl-C at the
+    terminal reaches only this process, which decides what the run gets; ``started`` is called
+    with the Popen once the run started (to signal it).
     """
     argv = [ansible_command("ansible-playbook")]
     for inventory in inventories:
@@ -71,7 +106,15 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
     run_env["GPUPROV_SUMMARY_FILE"] = summary_path
     run_env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     try:
-        proc = subprocess.run(argv, env=run_env, check=False, stdout=stdout)
+        with subprocess.Popen(argv, env=run_env, stdout=stdout, start_new_session=own_session) as proc:
+            if started is not None:
+                started(proc)
+            try:
+                proc.wait()
+            except BaseException:
+                # As subprocess.run does: the run does not outlive this process.
+                proc.kill()
+                raise
         return proc.returncode, read_summary(summary_path)
     finally:
         shutil.rmtree(private_dir, ignore_errors=True)

@@ -2,7 +2,7 @@
 # Set up (scripts/setup.sh) and run every test: pytest (collection units, CLI, SSH fleet),
 # the MIG transition and fleet benchmark checks, ansible-test sanity, ansible-lint, every molecule
 # scenario, the packaging checks (antsibull-changelog lint, ansible-builder create,
-# ansible-galaxy collection verify of a pip-installed copy) and the same units, a plan and
+# ansible-galaxy collection verify of a pip-installed copy), the collection docs build and the same units, a plan and
 # sanity on Python 3.12 with ansible-core 2.21. Exits non-zero if any stage fails; prints a
 # summary of the stages at the end.
 #
@@ -47,7 +47,8 @@ run_sanity() {
 COLLECTION=collections/ansible_collections/gpuprov/gpu
 
 run_lint() {
-    ansible-lint --profile production --offline roles/ playbooks/ "$COLLECTION/extensions/molecule/"
+    # .ansible-lint: the production profile, offline, over roles, playbooks and molecule scenarios.
+    ansible-lint
 }
 
 run_molecule() {
@@ -69,13 +70,26 @@ run_changelog_lint() {
 }
 
 run_builder_create() {
-    # Writes the image's build context; no container engine and no network needed.
+    # Writes the image's build context, with the collection tarball it installs from (dist/);
+    # no container engine and no network needed. tests/test_execution_environment.py runs the
+    # image's galaxy and Python install steps from such a context.
     local context rc
     context=$(mktemp -d)
-    ansible-builder create -f execution-environment.yml --context "$context" --output-filename Containerfile \
+    ansible-galaxy collection build "$COLLECTION" --force --output-path dist >/dev/null \
+        && ansible-builder create -f execution-environment.yml --context "$context" --output-filename Containerfile \
+        && test -f "$context/_build/dist/gpuprov-gpu-$(python -c 'import yaml; print(yaml.safe_load(open("'"$COLLECTION"'/galaxy.yml"))["version"])').tar.gz" \
         && ansible-builder introspect collections
     rc=$?
     rm -rf "$context"
+    return $rc
+}
+
+run_docs_build() {
+    local out rc
+    out=$(mktemp -d)
+    scripts/build_docs.sh "$out/html"
+    rc=$?
+    rm -rf "$out"
     return $rc
 }
 
@@ -165,6 +179,7 @@ stage "bench/mig_transitions (check)" python bench/mig_transitions.py
 stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 2
 stage "antsibull-changelog lint" run_changelog_lint
 stage "ansible-builder create" run_builder_create
+stage "collection docs (antsibull-docs)" run_docs_build
 stage "ansible-galaxy collection verify" run_galaxy_verify
 if [ $fast = 0 ]; then
     stage "ansible-test sanity" run_sanity

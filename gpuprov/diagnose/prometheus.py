@@ -86,7 +86,7 @@ def check_url(url):
 
 
 class Client:
-    """The few Prometheus HTTP API calls diagnose needs."""
+    """The few Prometheus HTTP API calls diagnose and trial need."""
 
     def __init__(self, url, timeout=30):
         self.url = check_url(url)
@@ -122,6 +122,13 @@ class Client:
                                                  "step": "%ds" % step})
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise PrometheusError("%s: query_range %s: expected a matrix" % (self.url, promql))
+        return data["result"]
+
+    def query(self, promql, at):
+        """An instant query evaluated at unix time ``at``: [{"metric": labels, "value": [t, "v"]}]."""
+        data = self._get("/api/v1/query", {"query": promql, "time": "%.3f" % at})
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise PrometheusError("%s: query %s: expected a vector" % (self.url, promql))
         return data["result"]
 
     def help_text(self, metric):

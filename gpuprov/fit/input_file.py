@@ -1,9 +1,10 @@
 """Reading and validating the fit input file into the model."""
+import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import k8s_quantity, workload_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, safe_files
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import MAX_GPUS_PER_NODE, escape, short
-from gpuprov.fit.model import FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
+from gpuprov.fit.model import AUTOSCALE_KEYS, FitInputError, POOL_KEYS, PoolEntry, WORKLOAD_KEYS, Workload
 from gpuprov.fit.packing_model import View, check_placeable
 from gpuprov.fit.units import parse_compute
 
@@ -219,10 +220,60 @@ def _parse_workloads(raw, problems):
                 problems.append("%s: host_memory: must be a Kubernetes memory quantity such as 16Gi, got %s"
                                 % (where, short(host_memory)))
                 ok = False
+        autoscale = None
+        if entry.get("autoscale") is not None:
+            autoscale = _parse_autoscale(entry["autoscale"], where, replicas, problems)
+            ok = ok and autoscale is not None
         if ok:
             workloads.append(Workload(name, memory, compute, isolation == "hard", replicas, gpus, image, cpu,
-                                      host_memory))
+                                      host_memory, autoscale))
     return workloads
+
+
+# A per-pod metric as the HPA names it (the custom metrics API; e.g. Prometheus Adapter's names).
+_METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_:.-]{0,252}$")
+
+
+def _parse_autoscale(raw, where, replicas, problems):
+    """{metric, target, min} -> the same with target as a Kubernetes quantity string, or None
+    (problems appended). The maximum is not asked: it is the replicas fit packs."""
+    field = "%s: autoscale" % where
+    if not isinstance(raw, dict):
+        problems.append("%s: must be a mapping {metric, target, min}, e.g. {metric: inference_qps, target: 3000, "
+                        "min: 2}" % field)
+        return None
+    before = len(problems)
+    unknown = sorted(set(map(str, raw)) - set(AUTOSCALE_KEYS))
+    if unknown:
+        problems.append("%s: unknown key(s) %s; allowed: %s (the most replicas is `replicas`, the slots fit packs)"
+                        % (field, ", ".join(unknown), ", ".join(AUTOSCALE_KEYS)))
+    metric = raw.get("metric")
+    if not isinstance(metric, str) or not _METRIC_NAME.match(metric):
+        problems.append("%s.metric: required: the per-pod metric the HPA reads from the custom metrics API, e.g. "
+                        "inference_qps, got %s" % (field, short(metric)))
+    target = raw.get("target")
+    text = None
+    if isinstance(target, bool) or not isinstance(target, (int, float, str)):
+        problems.append("%s.target: required: the average value per pod to scale at, e.g. 3000 or \"500m\", got %s"
+                        % (field, short(target)))
+    else:
+        text = ("%d" % target if isinstance(target, int) or float(target).is_integer()
+                else "%dm" % round(target * 1000)) if not isinstance(target, str) else target.strip()
+        try:
+            if k8s_quantity(text) <= 0:
+                raise ValueError("must be above 0")
+        except ValueError:
+            problems.append("%s.target: must be a Kubernetes quantity above 0 (3000, \"2.5k\", \"500m\"), got %s"
+                            % (field, short(target)))
+    minimum = raw.get("min", 1)
+    if not _is_int(minimum) or minimum < 1:
+        problems.append("%s.min: must be a positive integer, got %s" % (field, short(minimum)))
+    elif _is_int(replicas) and minimum > replicas:
+        problems.append("%s.min: %d is more than the %d replicas fit packs; autoscaling stays within them (raise "
+                        "replicas to reserve more slots)" % (field, minimum, replicas))
+    if len(problems) > before:
+        return None
+    return {"metric": metric, "target": text, "min": minimum}
 
 
 def load_input(path, models_catalog=None):

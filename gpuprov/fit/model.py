@@ -2,7 +2,9 @@
 
 
 DEFAULT_GPUS_PER_NODE = 8
-WORKLOAD_KEYS = ("name", "memory", "compute", "isolation", "replicas", "gpus", "image", "cpu", "host_memory")
+WORKLOAD_KEYS = ("name", "memory", "compute", "isolation", "replicas", "gpus", "image", "cpu", "host_memory",
+                 "autoscale")
+AUTOSCALE_KEYS = ("metric", "target", "min")
 POOL_KEYS = ("model", "count", "gpus_per_node", "numa_nodes", "cpu_manager_policy")
 SOFT_SHARING = ("time-slicing", "mps", "hami")
 # HAMi's default deviceSplitCount (chart values.yaml v2.10.0): at most this many workloads per GPU.
@@ -29,10 +31,11 @@ class NoFit(Exception):
 class Workload:
     """``memory_mib`` is the total; with ``gpus`` > 1 each of its whole GPUs holds an even share."""
 
-    __slots__ = ("name", "memory_mib", "compute", "hard", "replicas", "gpus", "image", "cpu", "host_memory")
+    __slots__ = ("name", "memory_mib", "compute", "hard", "replicas", "gpus", "image", "cpu", "host_memory",
+                 "autoscale")
 
     def __init__(self, name, memory_mib, compute=None, hard=False, replicas=1, gpus=1, image=None, cpu=None,
-                 host_memory=None):
+                 host_memory=None, autoscale=None):
         self.name = name
         self.memory_mib = memory_mib
         self.compute = compute
@@ -42,6 +45,9 @@ class Workload:
         self.image = image
         self.cpu = cpu                  # CPU cores for `fit -o pods` (None: 1)
         self.host_memory = host_memory  # host memory quantity for `fit -o pods` (None: the default)
+        # `fit -o pods` adds a HorizontalPodAutoscaler: {"metric", "target" (a quantity), "min"};
+        # it scales between min and the replicas fit packed (None: no autoscaling).
+        self.autoscale = autoscale
 
     @property
     def isolation(self):

@@ -11,6 +11,10 @@ its node, and says the memory its slot gives in annotations (for servers such as
 With the pool's ``cpu_manager_policy: static`` the pods are Guaranteed (requests equal limits)
 with whole CPUs: only then does the static CPU manager pin them. Otherwise they ask for CPU
 and memory without pinning (a Burstable pod gets shared CPUs whatever it asks).
+
+A workload with ``autoscale`` gets an autoscaling/v2 HorizontalPodAutoscaler per Deployment
+whose maxReplicas is exactly the slots fit reserved there, so scaling out never asks for more
+GPU than the packing planned.
 """
 
 import math
@@ -103,8 +107,85 @@ def _container(workload, name, resources, static_cpu):
     }
 
 
+def autoscale_minimums(minimum, slots):
+    """The minReplicas of each of a workload's Deployments (``slots``: each one's maxReplicas):
+    at least 1 each (an HPA's minimum), ``minimum`` in all where it can be, filled in order."""
+    mins = [1] * len(slots)
+    left = minimum - len(slots)
+    while left > 0:
+        grew = False
+        for number, top in enumerate(slots):
+            if left and mins[number] < top:
+                mins[number] += 1
+                left -= 1
+                grew = True
+        if not grew:
+            break
+    return mins
+
+
+def autoscaler(deployment, autoscale, minimum):
+    """An autoscaling/v2 HorizontalPodAutoscaler for ``deployment``: between ``minimum`` and the
+    Deployment's slots (its spec.replicas as packed), on the average per-pod value of
+    autoscale's metric (type Pods: the custom metrics API, e.g. Prometheus Adapter)."""
+    metadata = {"name": deployment["metadata"]["name"], "labels": dict(deployment["metadata"]["labels"])}
+    if deployment["metadata"].get("namespace"):
+        metadata["namespace"] = deployment["metadata"]["namespace"]
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"]},
+            "minReplicas": minimum,
+            "maxReplicas": deployment["spec"]["replicas"],
+            "metrics": [{"type": "Pods", "pods": {"metric": {"name": autoscale["metric"]},
+                                                  "target": {"type": "AverageValue",
+                                                             "averageValue": autoscale["target"]}}}],
+        },
+    }
+
+
+def with_autoscalers(documents):
+    """[(comments, Deployment)] -> [(comments, object)]: each autoscaled workload's Deployments
+    followed by their HPAs. A managed Deployment leaves spec.replicas out, as the Kubernetes
+    docs advise for HPA targets (Horizontal Pod Autoscaling: "Migrating Deployments and
+    StatefulSets to horizontal autoscaling"), so re-applying it does not reset the scale."""
+    groups = {}
+    for _comments, deployment, workload in documents:
+        if workload.autoscale:
+            groups.setdefault(workload.name, (workload, []))[1].append(deployment)
+    minimums = {}
+    for workload, group in groups.values():
+        slots = [d["spec"]["replicas"] for d in group]
+        for deployment, minimum in zip(group, autoscale_minimums(workload.autoscale["min"], slots)):
+            minimums[id(deployment)] = (minimum, sum(slots), len(group))
+    out = []
+    for comments, deployment, workload in documents:
+        if not workload.autoscale:
+            out.append((comments, deployment))
+            continue
+        minimum, total, count = minimums[id(deployment)]
+        hpa = autoscaler(deployment, workload.autoscale, minimum)
+        del deployment["spec"]["replicas"]
+        note = "autoscaled by the HPA below: %d to %d replicas, the slots fit reserved here" % (
+            minimum, hpa["spec"]["maxReplicas"])
+        if count > 1:
+            note += " (%d of the workload's %d slots; min %d in all)" % (
+                hpa["spec"]["maxReplicas"], total, workload.autoscale["min"])
+        out.append((comments + [note], deployment))
+        out.append((["%s: scale on %s, %s per pod on average, within the %d slot(s) fit packed" % (
+            workload.name, workload.autoscale["metric"], workload.autoscale["target"], hpa["spec"]["maxReplicas"])],
+            hpa))
+    return out
+
+
 def deployments(result, namespace=None):
     """[(comment lines, Deployment)] for every workload of the fit result."""
+    return [(comments, deployment) for comments, deployment, _ in _deployments(result, namespace)]
+
+
+def _deployments(result, namespace=None):
     nodes = dict((n.host, n) for n in result.nodes)
     groups = []  # [workload, key, [copies]]
     for copy in _copies(result):
@@ -168,7 +249,7 @@ def deployments(result, namespace=None):
             % annotations[ANNOTATION_UTILIZATION]]
         if workload.image is None:
             comments.append("replace the placeholder image with the workload's own")
-        documents.append((comments, deployment))
+        documents.append((comments, deployment, workload))
     return documents
 
 
@@ -177,11 +258,13 @@ def pods_text(result, source=None, namespace=None):
     import yaml
 
     parts = []
-    for comments, deployment in deployments(result, namespace):
+    for comments, deployment in with_autoscalers(_deployments(result, namespace)):
         # Comments are escaped to one line each: a workload name with a newline cannot end the
         # comment and add YAML of its own. Every value goes through the YAML dumper.
         head = "".join("# %s\n" % escape(line) for line in comments)
         parts.append(head + yaml.safe_dump(deployment, sort_keys=False, default_flow_style=False))
-    first = "# gpuprov fit%s -o pods: %d Deployment(s); nodes as in `gpuprov fit -o inventory`.\n" % (
-        " " + escape(source) if source else "", len(parts))
+    hpas = sum(1 for part in parts if "\nkind: HorizontalPodAutoscaler\n" in part)
+    first = "# gpuprov fit%s -o pods: %d Deployment(s)%s; nodes as in `gpuprov fit -o inventory`.\n" % (
+        " " + escape(source) if source else "", len(parts) - hpas,
+        ", %d HorizontalPodAutoscaler(s)" % hpas if hpas else "")
     return first + "---\n".join(parts)

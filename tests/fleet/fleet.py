@@ -213,6 +213,9 @@ class FleetCluster:
     `devices`: {node name: {resource: count}}, what the device plugin advertises when it
     (re)starts on that node (fake_cluster "devices"); the fake plugin does not read the node's
     GPUs, so a test that runs the cluster side gives the resources its plan expects.
+    `physical_devices`: {node name: {resource: count}}, the devices the plugin finds instead:
+    it advertises them through the node's device-plugin config (time-slicing replicas), so
+    what the node advertises follows its config label.
     """
 
     pod_namespace: str = "nvidia-device-plugin"
@@ -221,6 +224,7 @@ class FleetCluster:
     pod_instance: str = "nvidia-device-plugin"
     pause_affinity: bool = True
     devices: dict = dataclasses.field(default_factory=dict)
+    physical_devices: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -1249,6 +1253,24 @@ class Fleet:
         """The fake cluster's state (tests/stubs/.../fake_cluster.py describes it)."""
         return json.loads(self.cluster_state_file.read_text(encoding="utf-8"))
 
+    def node_device_plugin_config(self, name):
+        """(config name, parsed config) the device plugin of node `name` loads now: its
+        nvidia.com/device-plugin.config label (else the release's config.default), looked up in
+        the release's config.map; (None, None) before the plugin is deployed or when the map
+        lacks the config (config-manager then exits and the node has no plugin)."""
+        import yaml
+
+        fake = _load_fake_cluster()
+        state = self.cluster_state()
+        for release in state.get("releases", {}).values():
+            if release.get("chart") != "nvidia-device-plugin":
+                continue
+            config_name = fake.node_config(state, release, name)
+            text = (((release.get("values") or {}).get("config") or {}).get("map") or {}).get(config_name)
+            if text is not None:
+                return config_name, yaml.safe_load(text)
+        return None, None
+
     def _save_cluster_state(self, state):
         _write_file(self.cluster_state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
 
@@ -1274,6 +1296,8 @@ class Fleet:
                 entry["gpu"] = True
                 if node.name in self.cluster.devices:
                     entry["devices"] = dict(self.cluster.devices[node.name])
+                if node.name in self.cluster.physical_devices:
+                    entry["physical_devices"] = dict(self.cluster.physical_devices[node.name])
             state["nodes"][node.name] = entry
         state["pods"] = {}
         self._save_cluster_state(state)

@@ -4,6 +4,21 @@
 //
 // k8s.io/kubernetes requires its staging modules at v0.0.0 with local replaces; a consumer
 // pins each one to the release's matching v0.x version, as below.
+//
+// NVIDIA's modules:
+//   - k8s-device-plugin v0.19.3 is the newest release the module proxy serves; the chart
+//     gpuprov deploys is 0.20.0. Their api/config/v1 differ (git diff v0.19.3 v0.20.0):
+//     v0.20.0 keeps an explicit sharing.mps.failRequestsGreaterThanOne: false, which
+//     v0.19.3's NewConfig overwrites with true; v0.20.0 adds
+//     flags.plugin.sharedDevicesAllocationPolicy (distributed|packed, checked by the
+//     plugin's validateFlags), which v0.19.3 ignores; v0.20.0 anchors resource patterns
+//     (^...$), a section the plugin sets aside anyway. tests/test_peer_device_plugin.py
+//     names both where they matter.
+//   - mig-parted v0.13.1 pins go-nvml v0.13.0-1 and the device plugin a later pseudo-version;
+//     minimal version selection takes the highest requirement, so mig-parted's own pin cannot
+//     be kept. go-nvml is at v0.13.4-1, which has the dgxh100, dgxh200 and dgxb200 mocks
+//     (v0.13.0-1 has dgxa100 only); go-nvlib at v0.13.0 (mig-parted v0.8.1, plugin v0.10.0;
+//     its MIG profile naming, getMigMemorySizeGB, is the same in v0.10.0 and v0.13.0).
 module gpuprov.test/peers
 
 go 1.26.0

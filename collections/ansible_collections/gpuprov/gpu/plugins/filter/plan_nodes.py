@@ -19,7 +19,7 @@ description:
     a mig-parted file, C(mig_config_file) (an absolute path, or relative to the folder
     C(ansible-playbook) runs in) - and plans them as C(gpuprov plan) would.
   - Returns C({nodes, device_plugin_configs}), the two mappings of C(gpuprov plan -o json)
-    that the M(gpuprov.gpu.gpu_device_plugin) role needs.
+    that the P(gpuprov.gpu.gpu_device_plugin#role) role needs.
   - Fails with one C(VARIABLE[i].key - reason) line per problem, naming the list by O(var_name).
 options:
   _input:

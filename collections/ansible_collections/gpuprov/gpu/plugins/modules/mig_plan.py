@@ -19,7 +19,7 @@ description:
   - Given the node's C(gpu_facts) (from M(gpuprov.gpu.gpu_facts)), it also checks that the
     node has exactly O(gpu_count) GPUs of O(gpu_model).
   - Every problem names the variable it comes from (see O(variable_names)); nothing is sent
-    to the node. The M(gpuprov.gpu.gpu_mig) role uses it for its plain inputs.
+    to the node. The P(gpuprov.gpu.gpu_mig#role) role uses it for its plain inputs.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -77,7 +77,7 @@ options:
     description:
       - The names problems are reported under, for each of O(gpu_model), O(gpu_count),
         O(devices), O(config) and O(config_file) (for example C({devices - gpu_mig_devices})).
-      - Defaults to the C(gpu_mig_*) variables of the M(gpuprov.gpu.gpu_mig) role.
+      - Defaults to the C(gpu_mig_*) variables of the P(gpuprov.gpu.gpu_mig#role) role.
     type: dict
 seealso:
   - module: gpuprov.gpu.node_plan

@@ -234,7 +234,13 @@ MODELS = [
              ["NVIDIA H100 96GB HBM3", "NVIDIA GH200 480GB"],
              [0x233D, 0x2342, 0x20B6], ["GH200-96GB", "GH200-480GB"],
              _seven_slice((12, 24, 48, 96), (11.0, 22.0, 47.0, 95.0))),
-    GpuModel("GH200-144GB", "NVIDIA GH200 144GB HBM3e", 146432, "9.0", "hopper",
+    # GH200 144GB: the driver names its profiles 1g.18gb ... 7g.144gb (`nvidia-smi mig -lgip`,
+    # NVIDIA/mig-parted#139; all-7g.144gb in mig-parted's config-default.yaml). mig-parted and
+    # the device plugin name profiles by go-nvlib's rule instead (pkg/nvlib/device
+    # getMigMemorySizeGB, v0.13.0), which calls a 7g profile 7g.<total GiB rounded up>: only a
+    # total above 143 and up to 144 GiB gives 7g.144gb. No published listing gives the total;
+    # 146944 MiB (143.5 GiB) is the middle of that range (UNVERIFIED).
+    GpuModel("GH200-144GB", "NVIDIA GH200 144GB HBM3e", 146944, "9.0", "hopper",
              ["NVIDIA GH200 144G HBM3e"], [0x2348], ["GH200-144G-HBM3E"],
              _seven_slice((18, 36, 72, 144), (17.5, 35.25, 71.0, 142.0))),
     GpuModel("H200-141GB", "NVIDIA H200 141GB (SXM/NVL)", 143771, "9.0", "hopper",

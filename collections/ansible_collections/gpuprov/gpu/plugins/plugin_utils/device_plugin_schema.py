@@ -27,12 +27,16 @@ import re
 
 _BOOL = {"type": "boolean"}
 _STR = {"type": "string"}
-# A Go duration such as 60s, 1m30s, 500ms (GFD sleepInterval).
-_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"}
-# A fully qualified extended resource name: nvidia.com/<DNS subdomain>, 63 characters at most
-# (the plugin's NewResourceName with the default nvidia.com prefix).
-_RESOURCE_NAME = {"type": "string", "maxLength": 63,
-                  "pattern": r"^nvidia\.com/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}
+# GFD's sleepInterval: a Go duration such as 60s, 1m30s, 500ms, or "infinite" (api/config/v1
+# duration.go: label once, then sleep for good).
+_DURATION = {"type": "string", "pattern": r"^(infinite|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"}
+# An extended resource name as the plugin's NewResourceName checks it: nvidia.com/ and a
+# lowercase RFC 1123 subdomain (k8s.io/apimachinery NameIsDNSSubdomain), 63 characters in all.
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_RESOURCE_NAME = {"type": "string", "maxLength": 63, "pattern": r"^nvidia\.com/%s$" % _DNS_SUBDOMAIN}
+# NewResourceName also takes a short name and puts nvidia.com/ before it (the custom
+# `resources` section; gpuprov's own sharing entries always carry the full name).
+_SHORT_RESOURCE_NAME = {"type": "string", "maxLength": 63 - len("nvidia.com/"), "pattern": r"^%s$" % _DNS_SUBDOMAIN}
 _DEVICE_LIST_STRATEGIES = ["envvar", "volume-mounts", "cdi-annotations", "cdi-cri"]
 # One entry of a sharing `devices` list: a GPU index, a MIG index "g:m", or a GPU/MIG UUID.
 _DEVICE_REF = {
@@ -92,7 +96,6 @@ SCHEMA = {
             "properties": {
                 "migStrategy": {"enum": ["none", "single", "mixed"]},
                 "failOnInitError": _BOOL,
-                "restartOnDeviceUnhealthy": _BOOL,
                 "mpsRoot": _STR,
                 "nvidiaDriverRoot": _STR,
                 "nvidiaDevRoot": _STR,
@@ -166,7 +169,7 @@ SCHEMA = {
             "type": "object",
             "additionalProperties": False,
             "required": ["pattern", "name"],
-            "properties": {"pattern": _STR, "name": _STR},
+            "properties": {"pattern": _STR, "name": {"anyOf": [_RESOURCE_NAME, _SHORT_RESOURCE_NAME]}},
         },
     },
 }
@@ -268,6 +271,8 @@ def _describe_any(options):
             parts.append(repr(option["const"]))
         elif "enum" in option:
             parts.append("one of " + ", ".join(option["enum"]))
+        elif "pattern" in option:
+            parts.append("a string matching %s" % option["pattern"])
         else:
             parts.append(option.get("type", "value"))
     return " | ".join(parts)

@@ -101,7 +101,9 @@ def node_affinity_matches(affinity, labels):
 # Added state (all optional in the JSON file):
 #   nodes[NAME]: {"unschedulable": bool, "gpu": bool (the chart's DaemonSets run there),
 #                 "devices": {resource: count} (what the plugin would advertise if it started
-#                 now), "allocatable": {resource: "count"} (what the Node shows)}
+#                 now), or "physical_devices": {resource: count} (the devices it finds; it
+#                 advertises them through the node's config), "allocatable": {resource: "count"}
+#                 (what the Node shows)}
 #   pods["NS/NAME"]: {"nodeName", "labels", "annotations", "owner": {"kind", "name"} or null,
 #                     "affinity": {"nodeAffinity": ...}, "nodeSelector": {label: value} (HAMi's
 #                     plugin is placed by nodeSelector alone), "holder_pid": PID (the pod's process on
@@ -223,10 +225,51 @@ def _runs_on(state, release, component, node_name):
 
 
 def start_plugin(state, node_name):
-    """The plugin (re)starts on a node: it advertises what the node's GPUs offer now."""
+    """The plugin (re)starts on a node: it advertises what the node's GPUs offer now.
+
+    `devices` is advertised as given. `physical_devices` ({resource: count} of the devices the
+    plugin finds) is advertised through the node's config, as the plugin does: every resource
+    its `sharing.timeSlicing` (or `sharing.mps`) config names becomes `replicas` devices per
+    device, under `rename`, or `<name>.shared` with renameByDefault (NVIDIA/k8s-device-plugin
+    v0.19.3 internal/rm/device_map.go updateDeviceMapWithReplicas)."""
     node = state["nodes"][node_name]
-    if "devices" in node:
+    if "physical_devices" in node:
+        node["allocatable"] = dict((k, str(v)) for k, v in advertised(state, node_name).items())
+    elif "devices" in node:
         node["allocatable"] = dict((k, str(v)) for k, v in node["devices"].items())
+
+
+def node_config_document(state, node_name):
+    """The config (parsed) the node's plugin loads from the device plugin release, or None."""
+    import yaml
+
+    for release in state["releases"].values():
+        if release.get("chart") != "nvidia-device-plugin":
+            continue
+        name = node_config(state, release, node_name)
+        text = (((release.get("values") or {}).get("config") or {}).get("map") or {}).get(name)
+        if text is not None:
+            return yaml.safe_load(text)
+    return None
+
+
+def advertised(state, node_name):
+    """{resource: count} the plugin advertises on a node with `physical_devices`."""
+    physical = dict(state["nodes"][node_name]["physical_devices"])
+    sharing = (node_config_document(state, node_name) or {}).get("sharing") or {}
+    replicated = sharing.get("timeSlicing") or sharing.get("mps") or {}
+    result = dict(physical)
+    for resource in replicated.get("resources") or []:
+        if resource.get("devices") not in (None, "all"):
+            raise ValueError("fake cluster: replicating a subset of devices is not implemented")
+        name = resource["name"]
+        if name not in physical:
+            continue  # the plugin skips resources it finds no device for
+        rename = resource.get("rename") or (name + ".shared" if replicated.get("renameByDefault") else name)
+        count = physical[name] * int(resource["replicas"])
+        del result[name]
+        result[rename] = result.get(rename, 0) + count
+    return result
 
 
 def roll_daemonsets(state, namespace, fullname, nodes=None):

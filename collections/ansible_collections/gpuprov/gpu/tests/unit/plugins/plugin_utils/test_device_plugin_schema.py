@@ -38,7 +38,6 @@ FULL = {
     "flags": {
         "migStrategy": "mixed",
         "failOnInitError": True,
-        "restartOnDeviceUnhealthy": False,
         "mpsRoot": "/run/nvidia/mps",
         "nvidiaDriverRoot": "/",
         "nvidiaDevRoot": "/",
