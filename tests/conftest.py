@@ -35,16 +35,13 @@ def gpuprov():
 
 
 # -- the real control plane (tests/controlplane.py) ---------------------------------------------
-_CONTROL_PLANE_STARTS = "control-plane-starts.txt"
-
-
 def _starts_file(config):
-    """Where workers note their control plane's start for the summary: the session's base
-    temporary folder (an xdist worker's own is one level below it)."""
+    """Where each worker notes its control plane's start; the root conftest.py prints the
+    notes in the terminal summary (an xdist controller never loads this file)."""
     base = config._tmp_path_factory.getbasetemp()
     if hasattr(config, "workerinput"):
         base = base.parent
-    return os.path.join(str(base), _CONTROL_PLANE_STARTS)
+    return os.path.join(str(base), "control-plane-starts.txt")
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +53,7 @@ def control_plane(request, tmp_path_factory):
 
     binary = peer_binary("controlplane")
     plane = ControlPlane.start(str(tmp_path_factory.mktemp("control-plane")), binary=binary)
-    # Printed in the terminal summary (pytest_terminal_summary below), from every worker.
+    # Printed in the terminal summary (the root conftest.py), from every worker.
     with open(_starts_file(request.config), "a") as handle:
         handle.write(plane.describe() + "\n")
     try:
@@ -70,16 +67,3 @@ def cluster(control_plane):
     """The session's control plane for one test; what the test made is removed afterwards."""
     yield control_plane
     control_plane.reset()
-
-
-def pytest_terminal_summary(terminalreporter):
-    try:
-        path = _starts_file(terminalreporter.config)
-    except (AttributeError, OSError):
-        return
-    if os.path.exists(path):
-        terminalreporter.section("control plane")
-        with open(path) as handle:
-            for line in handle:
-                terminalreporter.write_line(line.rstrip())
-        os.unlink(path)
