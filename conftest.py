@@ -14,3 +14,18 @@ COLLECTIONS = os.path.join(ROOT, "collections")
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("GPUPROV_FAKES_DIR", os.path.join(ROOT, "roles", "fake_gpu_node", "files"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The start time of each test control plane (tests/conftest.py's control_plane fixture
+    notes them in the session's base temporary folder, one line per pytest worker)."""
+    try:
+        path = os.path.join(str(terminalreporter.config._tmp_path_factory.getbasetemp()), "control-plane-starts.txt")
+    except (AttributeError, OSError):
+        return
+    if os.path.exists(path):
+        terminalreporter.section("control plane")
+        with open(path) as handle:
+            for line in handle:
+                terminalreporter.write_line(line.rstrip())
+        os.unlink(path)

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from testlib import REPO
@@ -30,3 +32,38 @@ def gpuprov():
         return result.exit_code, result.stdout, result.stderr
 
     return run
+
+
+# -- the real control plane (tests/controlplane.py) ---------------------------------------------
+def _starts_file(config):
+    """Where each worker notes its control plane's start; the root conftest.py prints the
+    notes in the terminal summary (an xdist controller never loads this file)."""
+    base = config._tmp_path_factory.getbasetemp()
+    if hasattr(config, "workerinput"):
+        base = base.parent
+    return os.path.join(str(base), "control-plane-starts.txt")
+
+
+@pytest.fixture(scope="session")
+def control_plane(request, tmp_path_factory):
+    """One control plane and node agent per session (per xdist worker), stopped at the end."""
+    from peerlib import peer_binary
+
+    from controlplane import ControlPlane
+
+    binary = peer_binary("controlplane")
+    plane = ControlPlane.start(str(tmp_path_factory.mktemp("control-plane")), binary=binary)
+    # Printed in the terminal summary (the root conftest.py), from every worker.
+    with open(_starts_file(request.config), "a") as handle:
+        handle.write(plane.describe() + "\n")
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def cluster(control_plane):
+    """The session's control plane for one test; what the test made is removed afterwards."""
+    yield control_plane
+    control_plane.reset()

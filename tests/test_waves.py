@@ -39,8 +39,8 @@ def test_bad_waves_are_refused(waves, max_nodes, message):
     assert message in str(info.value)
 
 
-def _batches(tmp_path, hosts, variables):
-    """Run site.yml over `hosts` local non-GPU hosts; ansible-playbook announces the play once
+def _batches(tmp_path, hosts, variables, playbook="site.yml", play="Converge GPU nodes"):
+    """Run PLAYBOOK over `hosts` local non-GPU hosts; ansible-playbook announces the play once
     per batch."""
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": dict(
@@ -48,10 +48,10 @@ def _batches(tmp_path, hosts, variables):
         for i in range(hosts))}}))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
-                           os.path.join(REPO, "playbooks", "site.yml"), "-e", json.dumps(variables)],
+                           os.path.join(REPO, "playbooks", playbook), "-e", json.dumps(variables)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return len(re.findall(r"^PLAY \[Converge GPU nodes\]", proc.stdout, re.M))
+    return len(re.findall(r"^PLAY \[%s\]" % re.escape(play), proc.stdout, re.M))
 
 
 def test_site_waves_never_exceed_the_cap(tmp_path):
@@ -60,3 +60,11 @@ def test_site_waves_never_exceed_the_cap(tmp_path):
     assert _batches(tmp_path, 12, {"gpuprov_wave_max_nodes": 0}) == 3
     assert _batches(tmp_path, 12, {"gpuprov_wave_max_nodes": 4}) == 5
     assert _batches(tmp_path, 12, {}) == 4  # default cap 5: 1, 1, 5, 5
+
+
+def test_kubelet_waves_never_exceed_the_cap(tmp_path):
+    """The kubelet playbook drains each node before its kubelet restarts: its waves are capped
+    as site.yml's."""
+    kubelet = {"playbook": "kubelet.yml", "play": "Converge kubelet CPU and topology managers on GPU nodes"}
+    assert _batches(tmp_path, 12, {"gpuprov_wave_max_nodes": 4}, **kubelet) == 5
+    assert _batches(tmp_path, 12, {}, **kubelet) == 4

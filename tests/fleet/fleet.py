@@ -869,12 +869,18 @@ class Node:
 class Fleet:
     """A set of simulated nodes kept in one directory (see the module docstring)."""
 
-    def __init__(self, directory, nodes, python, port=SSH_PORT, cluster=None):
+    def __init__(self, directory, nodes, python, port=SSH_PORT, cluster=None, control_plane=None, node_names=None):
         self.directory = Path(directory).resolve()
         self.nodes = nodes
         self.python = python
         self.port = port
         self.cluster = cluster  # a FleetCluster, or None: no cluster (nodes change undrained)
+        # The folder of a running test control plane (tests/controlplane.py) the nodes register
+        # with, as Node objects under node_names[name] (their gpuprov_node_name), or None.
+        self.control_plane = str(control_plane) if control_plane is not None else None
+        self.node_names = dict(node_names or {})
+        if self.cluster is not None and self.control_plane is not None:
+            raise FleetError("a fleet has either the stub cluster (cluster=) or a control plane (control_plane=), not both")
 
     # -- files of the fleet
     @property
@@ -919,16 +925,22 @@ class Fleet:
 
     # -- construction
     @classmethod
-    def create(cls, directory, specs, first_host=FIRST_HOST_OCTET, python=None, cluster=None):
+    def create(cls, directory, specs, first_host=FIRST_HOST_OCTET, python=None, cluster=None, control_plane=None,
+               node_names=None):
         """A new fleet description; nothing is written until up(). `cluster`: a FleetCluster
-        to give the fleet a fake Kubernetes cluster with GPU-holding pods."""
+        to give the fleet the stub cluster with GPU-holding pods. `control_plane`: the folder of a
+        running test control plane (tests/controlplane.py, ControlPlane.folder): up() registers
+        every node there as a Node, under node_names.get(name, name), which the inventory sets
+        as gpuprov_node_name; the node agent runs its pods (GPU pods hold its fake GPUs) and
+        its device plugin advertises what the node's fake NVML has."""
         directory = Path(directory).resolve()
         if first_host < 1 or first_host + len(specs) - 1 > LAST_HOST_OCTET:
             raise FleetError(f"{len(specs)} nodes from 127.0.0.{first_host} do not fit in "
                              f"127.0.0.1-127.0.0.{LAST_HOST_OCTET}; lower --first-host or the count")
         nodes = [Node(spec, f"127.0.0.{first_host + i}", directory / NODES_DIR / spec.name)
                  for i, spec in enumerate(specs)]
-        return cls(directory, nodes, python or sys.executable, cluster=cluster)
+        return cls(directory, nodes, python or sys.executable, cluster=cluster, control_plane=control_plane,
+                   node_names=node_names)
 
     @classmethod
     def load(cls, directory):
@@ -951,7 +963,8 @@ class Fleet:
                                 raw["memory_gib_per_numa"])
                 nodes.append(Node(spec, raw["address"], directory / NODES_DIR / spec.name))
             cluster = FleetCluster(**state["cluster"]) if state.get("cluster") is not None else None
-            return cls(directory, nodes, state["python"], state["port"], cluster=cluster)
+            return cls(directory, nodes, state["python"], state["port"], cluster=cluster,
+                       control_plane=state.get("control_plane"), node_names=state.get("node_names"))
         except (KeyError, TypeError) as exc:
             raise FleetError(f"{state_file} lacks {exc} (written by another version of fleet.py?); "
                              "stop its sshd processes by hand and remove the directory") from None
@@ -975,6 +988,8 @@ class Fleet:
             "port": self.port,
             "nodes": [dict(node.spec.to_dict(), address=node.address) for node in self.nodes],
             "cluster": self.cluster.to_dict() if self.cluster is not None else None,
+            "control_plane": self.control_plane,
+            "node_names": self.node_names,
         }
         _write_file(self.state_file, json.dumps(state, indent=2) + "\n")
 
@@ -1052,7 +1067,9 @@ class Fleet:
             host["gpuprov_sysfs_root"] = FAKE_SYSFS
             # Nodes share the host's network: each kubelet answers /healthz on its own address.
             host["gpuprov_kubelet_healthz_host"] = node.address
-            if self.cluster is None:
+            if self.node_names.get(node.name, node.name) != node.name:
+                host["gpuprov_node_name"] = self.node_names[node.name]
+            if self.cluster is None and self.control_plane is None:
                 # Without a cluster no node can be drained: MIG and host-MPS changes run with
                 # the nodes' pods in place, by explicit opt-in.
                 host["gpuprov_allow_undrained"] = True
@@ -1065,6 +1082,8 @@ class Fleet:
         # the cluster play runs on the controller's implicit localhost, which takes the
         # variables of all but of no host.
         group_vars = {"gpuprov_kubeconfig": str(self.kubeconfig)} if self.cluster is not None else {}
+        if self.control_plane is not None:
+            group_vars = {"gpuprov_kubeconfig": self._plane().kubeconfig}
         # connection.yml: how to reach the nodes only, to combine with an inventory that says
         # what the nodes should be (ansible-playbook -i examples/inventory.yml -i connection.yml).
         connection = {"all": {"hosts": hosts}}
@@ -1131,6 +1150,10 @@ class Fleet:
                 started.append(node)
                 progress(f"[{i}/{len(self.nodes)}] {node.name:<8} {node.address}:{self.port}  "
                          f"{node.spec.describe_gpus()}  up (pid {pid})")
+            if self.control_plane is not None:
+                for node in self.nodes:
+                    self._register(node)
+                    progress(f"      {node.name:<8} registered as Node {self.node_names.get(node.name, node.name)}")
             if self.cluster is not None:
                 self._write_cluster()
                 for node in self.nodes:
@@ -1157,6 +1180,8 @@ class Fleet:
         if self.cluster is not None:
             # The node's kubelet starts its DaemonSet pods again.
             self._start_pod_holder(node)
+        if self.control_plane is not None:
+            self._register(node)
         return pid
 
     def kill_node(self, name):
@@ -1167,6 +1192,8 @@ class Fleet:
         """Stop every node; with clean=True also remove what up() wrote into the directory."""
         progress = progress or (lambda line: None)
         for node in self.nodes:
+            if self.control_plane is not None:
+                self._plane().remove_node(self.node_names.get(node.name, node.name))
             count = self._stop(node, signal.SIGTERM)
             progress(f"{node.name:<8} {node.address}:{self.port}  "
                      + (f"stopped ({count} process(es))" if count else "was not running"))
@@ -1206,11 +1233,35 @@ class Fleet:
         pid = self.node(name).pid()
         return mount_namespace(pid) if pid else None
 
+    # -- a test control plane (tests/controlplane.py)
+    def _plane(self):
+        sys.path.insert(0, str(REPO_ROOT / "tests"))
+        try:
+            from controlplane import ControlPlane
+        finally:
+            sys.path.pop(0)
+        return ControlPlane.attach(self.control_plane)
+
+    def _register(self, node):
+        """The node joins the control plane: a Node under its Kubernetes name, with NFD's NVIDIA
+        label when it has GPUs, its CPUs and memory, and its fake GPUs for the node agent."""
+        spec = node.spec
+        nvml = str(node.private_path(f"{FAKE_ROOT}/nvml.json"))
+        labels = {NFD_NVIDIA_LABEL: "true"} if spec.gpu_count else {}
+        self._plane().add_node(
+            self.node_names.get(node.name, node.name), labels=labels, address=node.address,
+            cpu=str(spec.numa_nodes * spec.cpus_per_numa), memory=f"{spec.numa_nodes * spec.memory_gib_per_numa}Gi",
+            plugin={"nvml_state": nvml} if spec.gpu_count else None,
+            holder={"nvml_state": nvml, "mount_pid_file": str(node.pid_file)} if spec.gpu_count else None)
+
     # -- the fake cluster (FleetCluster)
     def controller_env(self, base=None):
         """The environment Ansible (or `gpuprov apply`) needs on the controller to reach the
-        fake cluster: the stub kubernetes.core first on the collections path, its state file
+        cluster: with a control plane the real kubernetes.core and its kubeconfig; with the
+        fake cluster the stub kubernetes.core first on the collections path, its state file
         and call log. `base`: the environment to extend (default os.environ)."""
+        if self.control_plane is not None:
+            return self._plane().ansible_env(base)
         if self.cluster is None:
             raise FleetError(f"the fleet in {self.directory} has no cluster; create it with "
                              "Fleet.create(..., cluster=FleetCluster()) or `up --cluster`")
@@ -1448,6 +1499,9 @@ def build_parser():
     up.add_argument("--cluster", action="store_true",
                     help="add a fake Kubernetes cluster: each GPU node runs a device-plugin pod that holds "
                          "its GPUs, and the inventory gets a kubeconfig (see FleetCluster)")
+    up.add_argument("--control-plane", metavar="DIR",
+                    help="register the nodes as Node objects with the test control plane started in DIR "
+                         "(python tests/controlplane.py start --dir DIR); the inventory gets its kubeconfig")
     down = with_dir(sub.add_parser("down", help="stop every node"))
     down.add_argument("--clean", action="store_true",
                       help="also remove the fleet's files (keys, node state, inventory)")
@@ -1494,9 +1548,12 @@ def _up_command(args):
                          "(or --nodes FILE)")
     else:
         fleet = Fleet.create(directory, specs, args.first_host or FIRST_HOST_OCTET, args.python,
-                             cluster=FleetCluster() if args.cluster else None)
+                             cluster=FleetCluster() if args.cluster else None, control_plane=args.control_plane)
     fleet.up(progress=lambda line: print(line, flush=True))
     print(f"fleet up: {len(fleet.nodes)} node(s); inventory: {fleet.inventory}")
+    if fleet.control_plane is not None:
+        print("control plane: run Ansible with " + " ".join(
+            f"{key}={value}" for key, value in fleet.controller_env(base={}).items()))
     if fleet.cluster is not None:
         env = fleet.controller_env(base={})
         print("fake cluster: run Ansible with " + " ".join(f"{key}={value}" for key, value in env.items()))

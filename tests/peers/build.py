@@ -54,6 +54,30 @@ def commands():
                   if os.path.isdir(os.path.join(COMMANDS_DIR, name)))
 
 
+def kubernetes_version():
+    """The k8s.io/kubernetes version go.mod requires (e.g. v1.37.2), or None."""
+    with open(os.path.join(HERE, "go.mod")) as handle:
+        for line in handle:
+            words = line.split()
+            if words[:1] == ["require"]:
+                words = words[1:]
+            if len(words) >= 2 and words[0] == "k8s.io/kubernetes" and "=>" not in words:
+                return words[1]
+    return None
+
+
+def version_ldflags():
+    """The components report the release they were built from (kubectl version, /version),
+    as upstream's builds stamp it (hack/lib/version.sh: k8s.io/component-base/version)."""
+    version = kubernetes_version()
+    if not version:
+        return []
+    major, minor = version.lstrip("v").split(".")[:2]
+    package = "k8s.io/component-base/version"
+    return ["-ldflags", " ".join("-X %s.%s=%s" % (package, name, value) for name, value in (
+        ("gitVersion", version), ("gitMajor", major), ("gitMinor", minor), ("gitTreeState", "clean")))]
+
+
 def build():
     target = build_dir()
     names = commands()
@@ -70,7 +94,7 @@ def build():
     # go-nvml's cgo bindings declare many functions deprecated; their warnings are noise here.
     env.setdefault("CGO_CFLAGS", "-O2 -Wno-deprecated-declarations")
     started = time.monotonic()
-    result = subprocess.run([go, "build", "-trimpath", "-o", staging + os.sep, "./cmd/..."], cwd=HERE, env=env)
+    result = subprocess.run([go, "build", "-trimpath", *version_ldflags(), "-o", staging + os.sep, "./cmd/..."], cwd=HERE, env=env)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)

@@ -76,7 +76,7 @@ RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", 
             "gpuprov_cli_catalog_file", "gpuprov_cluster_side",
             # drains and waves (site.yml)
             "gpuprov_wave_max_nodes", "gpuprov_allow_undrained", "gpuprov_drain_retry_delay",
-            "gpuprov_drain_delete_emptydir_data",
+            "gpuprov_drain_delete_emptydir_data", "gpuprov_drain_force",
             "gpuprov_status_dir", "gpuprov_status_fail_on_drift",
             # baseline record / start / collect / stop
             "gpuprov_baseline_duration", "gpuprov_baseline_interval", "gpuprov_baseline_dest",
@@ -89,7 +89,7 @@ RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", 
             "gpuprov_baseline_scratch", "gpuprov_baseline_run", "gpuprov_baseline_files",
             "gpuprov_baseline_program_file", "gpuprov_baseline_unit_file", "gpuprov_baseline_unit",
             "gpuprov_baseline_exec_start", "gpuprov_cordoned_by_run", "gpuprov_node_before",
-            "gpuprov_drain_pods", "gpuprov_mps_probe")
+            "gpuprov_drain_pods", "gpuprov_mps_probe", "gpuprov_node_failure")
 KNOWN_VARS = frozenset(INTENT_VARS + RUN_VARS)
 
 

@@ -54,6 +54,24 @@ def pods_left_after_drain(pods):
     return sorted(left)
 
 
+def pods_without_controller(pods):
+    """["NS/NAME", ...] of the pods a drain would delete for good: running or pending pods with
+    no owner reference (no ReplicaSet, Job, StatefulSet or DaemonSet re-creates them). kubectl
+    drain refuses them without --force (k8s.io/kubectl pkg/drain/filters.go unreplicatedFilter),
+    whatever their volumes. Mirror pods (the API server cannot delete them) and finished pods
+    are not counted."""
+    left = []
+    for pod in pods or []:
+        metadata = pod.get("metadata") or {}
+        if MIRROR_ANNOTATION in (metadata.get("annotations") or {}):
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if not metadata.get("ownerReferences"):
+            left.append(_key(pod))
+    return sorted(left)
+
+
 def chart_daemonsets(fullname):
     """{component: DaemonSet name} of a device plugin release whose fullname is ``fullname``."""
     return dict((component, fullname + suffix) for component, suffix in CHART_COMPONENTS)
