@@ -44,14 +44,17 @@ def test_a_user_rbac_refuses_gets_a_clear_error(gpuprov, cluster, tmp_path, comm
 
 
 def test_a_user_rbac_allows_to_read_the_cluster_gets_the_pool(gpuprov, cluster, tmp_path):
-    """The same ServiceAccount, bound to a ClusterRole that may list nodes, pods and events."""
+    """The same ServiceAccount, bound to a ClusterRole that may list nodes, pods, events,
+    ResourceSlices and ResourceClaims."""
     from kubernetes import client
     cluster.add_node("n1", extended={"nvidia.com/gpu": 1})
     kubeconfig = cluster.service_account_kubeconfig(str(tmp_path / "reader.kubeconfig"), "gpuprov-test", "reader")
     rbac = client.RbacAuthorizationV1Api(cluster.api_client())
     owned = {"gpuprov.test/owned": "true"}
     rbac.create_cluster_role({"metadata": {"name": "gpuprov-reader", "labels": owned}, "rules": [
-        {"apiGroups": [""], "resources": ["nodes", "pods", "events"], "verbs": ["list"]}]})
+        {"apiGroups": [""], "resources": ["nodes", "pods", "events"], "verbs": ["list"]},
+        # pool reads DRA state too (resource.k8s.io/v1); without these it answers 403 naming them.
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"], "verbs": ["list"]}]})
     rbac.create_cluster_role_binding({"metadata": {"name": "gpuprov-reader", "labels": owned},
                                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                                   "name": "gpuprov-reader"},
