@@ -6,7 +6,7 @@ talks to a cluster or prints.
 
 Memory per slot, first source that answers:
 - MIG resource `nvidia.com/mig-<profile>`: GFD's `nvidia.com/mig-<profile>.memory` label (MiB,
-  mixed strategy; reference/kubernetes.md section 2), else the catalog's instance size for the
+  mixed strategy; NVIDIA/k8s-device-plugin v0.20.0 README, MIG strategies), else the catalog's instance size for the
   node's GPU model, else the size in the profile name (`20gb` read as 20 GiB: UNVERIFIED, the
   names round, e.g. 1g.10gb holds 9.62 GiB on an A100-40GB).
 - Whole-GPU resources (`nvidia.com/gpu`, `nvidia.com/gpu.shared`): the GPU's memory (GFD's

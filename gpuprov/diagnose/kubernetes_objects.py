@@ -127,7 +127,7 @@ def parse_nodes(doc, source="nodes.json"):
     return nodes
 
 
-# HAMi's per-GPU asks (reference/hami.md section 6): only HAMi's scheduler counts them; they
+# HAMi's per-GPU asks (Project-HAMi/HAMi v2.10.0 docs/config.md, nvidia.com/gpumem and gpucores): only HAMi's scheduler counts them; they
 # are not node resources, so they stay out of the GPU requests the checks compare.
 HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 

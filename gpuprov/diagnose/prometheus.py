@@ -4,7 +4,7 @@ One range query per metric name, over HTTP with the standard library (Prometheus
 `/api/v1/query_range` and `/api/v1/metadata`). Series are joined per node on UUID +
 GPU_I_ID: a MIG instance's series carry the *parent* GPU's UUID and its GPU instance id,
 a whole GPU's have no GPU_I_ID (dcgm-exporter `devicemonitoring/device_monitoring.go`;
-../shared/reference/dcgm.md section 6). The MIG profile text is shown but never joined on:
+NVIDIA/dcgm-exporter 4.8.2). The MIG profile text is shown but never joined on:
 exporters print `7g.79gb` for `7g.80gb` (gpu-operator #687).
 
 Both spellings are accepted (dcgm.md section 1): the names of exporter <= 4.8

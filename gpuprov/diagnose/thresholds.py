@@ -25,6 +25,6 @@ MEMORY_IN_USE_FRACTION = 0.05  # memory used above this share of total: someone 
 # Memory-bandwidth bound (DCGM profiling, dcgm-exporter through Prometheus): the device-memory
 # interface busy at least this share of cycles (DCGM_FI_PROF_DRAM_ACTIVE) while SMs have work
 # less than SM_UNDER_DRAM_PERCENT of cycles (DCGM_FI_PROF_SM_ACTIVE). The 0.5/0.5 split is the
-# PromQL heuristic of ../shared/reference/dcgm.md section 10; NVIDIA gives no fixed line.
+# PromQL heuristic (UNVERIFIED: NVIDIA's DCGM profiling-metrics docs give no fixed line).
 DRAM_BOUND_PERCENT = 50
 SM_UNDER_DRAM_PERCENT = 50

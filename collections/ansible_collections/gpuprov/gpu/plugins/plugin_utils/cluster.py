@@ -36,7 +36,8 @@ import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster
 
-# Pinned chart versions (reference/kubernetes.md sections 1 and 2).
+# Pinned chart versions: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/Chart.yaml
+# (v0.20.0) and kubernetes-sigs/node-feature-discovery deployment/helm/node-feature-discovery/Chart.yaml (v0.19.0).
 DEVICE_PLUGIN_CHART_VERSION = "0.20.0"
 DEVICE_PLUGIN_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 DEVICE_PLUGIN_CHART_NAME = "nvidia-device-plugin"

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Helm values for NVIDIA's dcgm-exporter chart as gpuprov deploys it (role dcgm_exporter).
 
-Facts from ../shared/reference/dcgm.md (chart 4.8.2, `deployment/values.yaml`):
+Facts from NVIDIA/dcgm-exporter `deployment/values.yaml` and templates (chart 4.8.2):
 - `customMetrics` replaces the counters list; the chart renders it into the ConfigMap
   `exporter-metrics-config-map` (key `metrics`), which its default `extraConfigMapVolumes`
   mounts over /etc/dcgm-exporter/default-counters.csv, the file `arguments: -f` reads.

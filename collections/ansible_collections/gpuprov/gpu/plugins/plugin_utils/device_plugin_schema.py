@@ -3,8 +3,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Schema of the NVIDIA device-plugin config file (``version: v1``, k8s-device-plugin v0.20.0).
 
-Written from the plugin's api/config/v1 types (config, flags, sharing, replicas, imex) as
-summarised in reference/kubernetes.md section 1. ``SCHEMA`` is a standard JSON Schema
+Written from the plugin's api/config/v1 types (config.go, flags.go, sharing.go, replicas.go,
+imex.go in NVIDIA/k8s-device-plugin v0.20.0). ``SCHEMA`` is a standard JSON Schema
 (draft 2020-12) and the unit tests check it with the ``jsonschema`` package; ``validate()``
 here is a small validator for exactly the keywords SCHEMA uses, so that the collection and
 the CLI check every rendered config without a runtime dependency on jsonschema (it is only

@@ -5,7 +5,7 @@
 
 Pure functions over the planner's node plans (``plan["sharing_provider"] == "hami"``). Both the
 gpu_device_plugin role (tasks/hami.yml, through filter plugins) and ``gpuprov export hami``
-render from here. Formats are those of HAMi v2.10.0 (reference/hami.md; the chart's
+render from here. Formats are those of HAMi v2.10.0 (Project-HAMi/HAMi v2.10.0 charts/hami; the chart's
 values.yaml and templates/device-plugin/configmap.yaml):
 
 - one ``nodeconfig`` entry per HAMi node (``name`` = Kubernetes node name) in a ConfigMap with

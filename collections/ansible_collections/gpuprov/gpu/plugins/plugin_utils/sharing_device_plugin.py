@@ -6,7 +6,7 @@
 Owns ``time_slicing_replicas`` (with MIG: an integer for every device, or a mapping from MIG
 profile, or ``gpu`` for GPUs without MIG, to replicas) and ``device_plugin``
 (``rename_by_default``, ``fail_requests_greater_than_one``: the plugin's
-``renameByDefault`` / ``failRequestsGreaterThanOne``, reference/kubernetes.md section 1).
+``renameByDefault`` / ``failRequestsGreaterThanOne``, NVIDIA/k8s-device-plugin v0.20.0 api/config/v1/replicas.go).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -5,7 +5,7 @@
 
 ``gpuprov_sharing: {strategy: hami, hami: {split_count, memory_scaling, core_scaling}}``; the
 names follow HAMi's ``deviceSplitCount``, ``deviceMemoryScaling`` and ``deviceCoreScaling``
-(reference/hami.md sections 4 and 5). The node advertises ``nvidia.com/gpu`` = GPUs x
+(Project-HAMi/HAMi v2.10.0 docs/config.md and charts/hami/values.yaml). The node advertises ``nvidia.com/gpu`` = GPUs x
 split_count; pods ask for ``nvidia.com/gpu`` (physical GPUs, one slot on each) plus
 ``nvidia.com/gpumem`` (MiB per GPU) and ``nvidia.com/gpucores`` (percent), which HAMi's
 scheduler checks against its node annotation - they are not node resources.

@@ -3,8 +3,8 @@
 It serves the Prometheus text exposition format with the metric and label names the real
 exporter prints, so that a real Prometheus server can scrape it and `gpuprov diagnose
 --prometheus` runs real PromQL against what it stored. What the real exporter does and this
-one copies (sources: ../shared/reference/dcgm.md sections 1, 5, 6, 8 and
-real-world/dcgm-exporter/cloud-native-docs-a100-mig-sample.prom):
+one copies (sources: NVIDIA/dcgm-exporter 4.8.2 pkg/dcgmexporter and etc/default-counters.csv,
+and the A100 MIG sample in NVIDIA's cloud-native docs, gpu-telemetry/dcgm-exporter):
 
 - one series per whole GPU, labelled gpu, UUID, pci_bus_id, device (nvidia<N>), modelName,
   and Hostname (exporter <= 4.8.2) or hostname (>= 4.6.0-4.8.3);
