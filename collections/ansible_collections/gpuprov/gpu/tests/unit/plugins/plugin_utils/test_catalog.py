@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
-"""The catalog against ../shared/reference/mig.md (tables transcribed here by hand)."""
+"""The catalog against NVIDIA's MIG User Guide, "Supported MIG Profiles" (docs.nvidia.com/datacenter/tesla/
+mig-user-guide), its tables transcribed here by hand."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -8,7 +9,7 @@ import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog
 
-# reference/mig.md section 2: (smi id, compute, memory slices, max, starts) per kind.
+# The MIG User Guide's profile tables: (smi id, compute, memory slices, max, starts) per kind.
 SEVEN_SLICE = {
     "1g": (19, 1, 1, 7, list(range(7))),
     "1g+me": (20, 1, 1, 1, list(range(7))),

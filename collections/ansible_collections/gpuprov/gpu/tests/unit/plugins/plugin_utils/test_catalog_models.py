@@ -12,7 +12,8 @@ import yaml
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, user_catalog
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 
-# The repository's sibling folder ../shared/reference/real-world (see tests/testlib.py).
+# NVIDIA's default mig-parted config (config-default.yaml; the release it came from is UNVERIFIED),
+# where a checkout holds it beside the repository (tests/testlib.py); skipped where absent.
 _REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 8))
 CONFIG_DEFAULT = os.path.join(os.path.dirname(_REPO), "shared", "reference", "real-world",
                               "mig-parted-config-default.yaml")
