@@ -172,3 +172,33 @@ def test_an_immutable_configmap_names_the_field_and_how_to_replace_it(cluster, t
     assert "field is immutable when `immutable` is set" in line
     assert ("the field cannot change on the existing object: delete it (kubectl delete configmap -n gpu-system "
             "hami-config) and run again, and gpuprov creates it anew.") in line
+
+
+def test_an_immutable_hami_configmap_stops_the_cluster_side_before_any_label(cluster, tmp_path):
+    """The gpu_device_plugin role's HAMi step applies its per-node config first; someone made
+    that ConfigMap immutable. The run stops there, naming it and how to replace it, and says
+    that no node was labelled and HAMi's chart was not touched."""
+    from gpuprov.planning import plan_inventory
+    inventory = tmp_path / "fleet.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-l20-01": {
+        "gpuprov_gpu_model": "L20", "gpuprov_gpu_count": 4,
+        "gpuprov_sharing": {"strategy": "hami", "hami": {"split_count": 8}}}}}}))
+    plans = plan_inventory([str(inventory)]).result["nodes"]
+    cluster.add_node("gpu-l20-01")
+    cluster.create({"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+                    "metadata": {"name": "gpuprov-hami-device-plugin", "namespace": "kube-system"},
+                    "data": {"config.json": "{}"}})
+    playbook = tmp_path / "hami.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "HAMi", "hosts": "localhost", "gather_facts": False, "tasks": [{
+        "name": "HAMi's cluster side", "ansible.builtin.include_role": {"name": "gpuprov.gpu.gpu_device_plugin",
+                                                                        "tasks_from": "hami"},
+        "vars": {"gpu_device_plugin_kubeconfig": cluster.kubeconfig, "gpu_device_plugin_plans": plans}}]}]))
+    proc = cluster.run_playbook(str(playbook), tmp_path, {"localhost": {}})
+    assert proc.returncode != 0
+    line = refusal(proc.stdout)
+    assert ("the API server refused to apply ConfigMap kube-system/gpuprov-hami-device-plugin: HTTP 422 Invalid: "
+            ) in line, line
+    assert ("delete it (kubectl delete configmap -n kube-system gpuprov-hami-device-plugin) and run again, and "
+            "gpuprov creates it anew.") in line
+    assert "No node was labelled and HAMi's chart was not installed or changed." in line
+    assert "gpu" not in cluster.core().read_node("gpu-l20-01").metadata.labels

@@ -9,7 +9,8 @@ kubernetes.core.k8s (6.2.0, plugins/module_utils/k8s/service.py ``patch_resource
 ``message``, ``details.causes``) as JSON text, or its ``bytes`` repr in older releases. This
 module reads that Status back and names what to do for the reasons a gpuprov write meets:
 ``Invalid`` (422: a value the server's validation, an immutable field or an admission policy
-refuses), ``Conflict`` and ``AlreadyExists`` (409), ``Forbidden`` (403), ``NotFound`` (404).
+refuses), ``Conflict`` and ``AlreadyExists`` (409), ``Forbidden`` (403), ``NotFound`` (404: the
+object, or the namespace it goes to), ``BadRequest`` (400: a body the server cannot decode).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -74,6 +75,12 @@ def remedy(status, kind, name, namespace=None):
     if code == 403:
         return ("your user may not change it: check the context, and grant it the verb on %s "
                 "(kubectl auth can-i --list)" % kind.lower())
+    missing = (status.get("details") or {})
+    if code == 404 and missing.get("kind") == "namespaces":
+        return ("namespace %s does not exist: create it (kubectl create namespace %s), or set the namespace gpuprov "
+                "writes to" % (missing.get("name"), missing.get("name")))
+    if code == 400:
+        return "the server cannot read the object gpuprov sent: report it to gpuprov's maintainers with this line"
     if code == 404:
         return "it is not in the cluster (any more): check the context, and the name gpuprov was given for it"
     return "see the API server's answer above"
