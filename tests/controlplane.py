@@ -410,10 +410,26 @@ class NodeAgent:
         if os.path.exists(path):
             os.unlink(path)
 
-    def remove_all(self):
+    def remove_all(self, timeout=30):
+        """Forget every node, and wait until the agent's loop has seen it (it writes known.json):
+        a node declared again at once under the same name is then created again."""
         for entry in os.listdir(os.path.join(self.folder, "nodes")):
             if entry.endswith(".json"):
                 os.unlink(os.path.join(self.folder, "nodes", entry))
+        deadline = time.monotonic() + timeout
+        while self.known():
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise ControlPlaneError("the node agent still plays %s after %ss" % (self.known(), timeout))
+            time.sleep(0.05)
+
+    def known(self):
+        """The nodes the agent plays now (none before its first one)."""
+        try:
+            with open(os.path.join(self.folder, "known.json")) as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return []
 
     def events(self):
         """What the agent saw (node_agent.py: pod start/stop, cordoned nodes), oldest first."""

@@ -142,7 +142,15 @@ class Agent:
             for store in (self.extended, self.unhealthy, self.last_heartbeat):
                 store.pop(name, None)
         new = sorted(set(specs) - set(self.specs))
+        changed = set(specs) != set(self.specs)
         self.specs = specs
+        if changed:
+            # What the agent plays now: NodeAgent.remove_all waits for it to drop every node, so
+            # that a node declared again under the same name is created again.
+            path = os.path.join(self.folder, "known.json")
+            with open(path + ".tmp", "w") as handle:
+                json.dump(sorted(specs), handle)
+            os.replace(path + ".tmp", path)
         for name in new:
             self.create_node(specs[name])
         for name in sorted(self.specs):

@@ -6,9 +6,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
+
+
+def server_refusal(verb, code, reason, message, details=None):
+    """kubernetes.core.k8s's failure message for an API server's answer: the Status object as
+    the real server sends it (k8s.io/apimachinery metav1.Status), after "Failed to VERB object: "."""
+    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+              "reason": reason, "code": code}
+    if details:
+        status["details"] = details
+    return "Failed to %s object: %s\n" % (verb, json.dumps(status, separators=(",", ":")))
 
 
 def present_configmap(module, definition):
@@ -22,11 +33,13 @@ def present_configmap(module, definition):
     data = definition.get("data") or {}
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         # The API server: ConfigMap data values are strings.
-        module.fail_json(msg="Failed to create object: ConfigMap in version \"v1\" cannot be handled as a ConfigMap: "
-                             "json: cannot unmarshal into Go struct field ConfigMap.data of type string")
+        module.fail_json(msg=server_refusal("create", 400, "BadRequest", 'ConfigMap in version "v1" cannot be handled as '
+                                            "a ConfigMap: json: cannot unmarshal number into Go struct field "
+                                            "ConfigMap.data of type string"))
     state = fake_cluster.load(module)
     if namespace not in state["namespaces"]:
-        module.fail_json(msg='Failed to create object: namespaces "%s" not found' % namespace)
+        module.fail_json(msg=server_refusal("create", 404, "NotFound", 'namespaces "%s" not found' % namespace,
+                                            {"name": namespace, "kind": "namespaces"}))
     configmaps = state.setdefault("configmaps", {})
     key = "%s/%s" % (namespace, name)
     before = configmaps.get(key)
