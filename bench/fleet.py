@@ -1,44 +1,60 @@
 #!/usr/bin/env python
 """Converge, idempotent re-run and `gpuprov status` on SSH test fleets, against a ping.
 
-For each fleet size N (default 4, 16 and 24) this brings up N simulated GPU nodes of
-tests/fleet (the fleet's default GPU mixes: A100, H100, T4, L40S, A100-40GB, later nodes with
-a second model), writes an inventory that says how each node shares its GPUs (MIG
+For each fleet size N (default 4, 16 and 24; 64 by hand) this brings up N simulated GPU nodes
+of tests/fleet (the fleet's default GPU mixes: A100, H100, T4, L40S, A100-40GB, later nodes
+with a second model), writes an inventory that says how each node shares its GPUs (MIG
 all-balanced where a model has MIG, else time-slicing x4; NUMA-aligned kubelet on all), and
 times, on the same nodes with the same --forks:
 
-    converge:  gpuprov.gpu.site, every node in one wave (fresh nodes: MIG, kubelet, ...)
+    converge:  gpuprov.gpu.site, as `gpuprov apply --waves 100%` runs it (fresh nodes: MIG,
+               kubelet, ...; the default cap of 5 nodes per wave applies)
     re-run:    gpuprov.gpu.site again (every node already as planned: nothing may change)
     status:    `gpuprov status` (plans, then reads every node with gpuprov.gpu.status; every
                node must be in sync)
     baseline:  a one-task playbook running ansible.builtin.ping on every node
 
-The playbooks run through ansible-playbook from the repository root (its ansible.cfg:
-pipelining on), the site playbook with gpuprov's progress callback exactly as `gpuprov apply`
-runs it; `gpuprov status` runs as the CLI, in its own process. The re-run, the status and
-the ping run --repeat times each, alternating, and the best time of each counts, since these
-machines are shared and noisy. Printed per size: converge time (and per node), re-run,
-status and ping time, re-run / ping, status / ping, tasks per node of each (results that
-were ok: from the progress callback's summary for the site and status playbooks - the
-status one from one more, untimed run of gpuprov.gpu.status as `gpuprov status` runs it -
-and from the play recap for the ping), and per-node time (re-run / N).
+The playbooks run through ansible-playbook from the tree's root (its ansible.cfg: pipelining
+on), the site playbook with gpuprov's progress callback exactly as `gpuprov apply` runs it;
+`gpuprov status` runs as the CLI, in its own process. The re-run, the status and the ping run
+--repeat times each, alternating, and the best time of each counts, since these machines are
+shared and noisy.
 
-Targets (the exit status is 1 when one is missed):
-    re-run <= 4 x ping, at every size
-    status <= 3 x ping, at every size
-    a node already as planned costs at most 5 tasks in the re-run
-    per-node time flat from 4 to 24 nodes: re-run/24 <= 1.5 x re-run/4 (forks >= 24)
+Every run also loads bench/callback_plugins/bench_timing.py (enabled by this bench only),
+which records per phase where the time goes: process start to the playbook's start (imports,
+the CLI's own planning for `gpuprov status`), parsing, each task's wall time and its hosts'
+worker time (fork, templating, the SSH round trip and the module on the node), and the end.
+Printed per size: the timings and ratios, tasks per node (results that were ok, from the
+progress callback's summary; the ping's from its play recap), the tasks a fresh node's
+converge runs, and per-phase tables of the converge, the best re-run, status and ping.
+
+--baseline-ref REF checks REF out into a temporary worktree (git worktree add --detach) and
+runs the same sizes there too, each size on fresh nodes of its own, side by side with this
+tree; converge time per node is then compared with REF's.
+
+Targets. Always checked (deterministic): every run completes, the re-run changes nothing and
+every node is in sync, and a node already as planned costs at most 1 task in the re-run and
+in status. Timed targets, checked only at sizes of 4 nodes and more (the sizes the issue
+names; a 2-node check on a shared machine would fail by noise alone), else printed:
+    re-run <= 1.2 x ping, status <= 1.5 x ping
+    per-node re-run time flat: re-run/N at 24 (and 64) nodes <= 1.5 x that at 4 (forks >= N)
+    with --baseline-ref and 24 nodes: converge per node <= 0.5 x REF's
+`scripts/test.sh` runs `--sizes 2 --forks 4 --repeat 2`: it enforces only the deterministic
+targets and prints the timed ones against their targets. The exit status is 1 when a checked
+target is missed.
 
 Needs root and openssh-server (the fleet's nodes are sshd processes in private mount
-namespaces, on 127.0.0.N from --first-host up).
+namespaces, on 127.0.0.N from --first-host up; without --keep every size reuses the same
+addresses, so 64 nodes fit).
 
-    python bench/fleet.py [--sizes 4,16,24] [--forks 24] [--repeat 2] [--profile] [--keep]
+    python bench/fleet.py [--sizes 4,16,24] [--forks 24] [--repeat 2] [--baseline-ref main]
+                          [--profile] [--keep]
 
 --keep leaves the fleets running (their directories are printed); --profile runs one more,
-untimed re-run per size with Ansible's profile_tasks callback and keeps its output (the
-slowest tasks of each size), to see where the time goes.
+untimed re-run per size with Ansible's profile_tasks callback and keeps its output.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -58,13 +74,18 @@ import fleet as fleetlib  # noqa: E402  (tests/fleet is not a package)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog  # noqa: E402
 from gpuprov.runner import ansible_command, run_playbook  # noqa: E402
 
-RERUN_OVER_PING_TARGET = 4.0
-STATUS_OVER_PING_TARGET = 3.0
-RERUN_TASKS_PER_NODE_TARGET = 5
+RERUN_OVER_PING_TARGET = 1.2
+STATUS_OVER_PING_TARGET = 1.5
+IN_SYNC_TASKS_TARGET = 1
 PER_NODE_GROWTH_TARGET = 1.5
-PER_NODE_SIZES = (4, 24)
+CONVERGE_OVER_BASELINE_TARGET = 0.5
+TIMED_FROM_SIZE = 4
+CONVERGE_SIZE = 24
 RECAP_OK = re.compile(r"^(\S+)\s+:\s+ok=(\d+)", re.M)
-
+TIMING_PLUGINS = os.path.join(REPO, "bench", "callback_plugins")
+# Tasks that wait for something a real node needs (allocatable, a drain, a GPU reset).
+WAIT_ACTIONS = ("ansible.builtin.wait_for", "wait_for", "ansible.builtin.pause", "pause")
+WAIT_NAME = re.compile(r"\bwait", re.I)
 # The NUMA alignment of examples/group_vars/gpu_nodes.yml.
 KUBELET = {
     "cpu_manager_policy": "static",
@@ -100,14 +121,53 @@ def write_inventory(path, specs):
                                                            "hosts": hosts}}}}, handle, sort_keys=False)
 
 
-class SizeRun:
-    """One fleet of N nodes and its timings."""
+def timing_env(base, path):
+    """``base`` plus what loads bench_timing and where it writes; BENCH_T0 is set by the caller."""
+    env = dict(base)
+    enabled = [name for name in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name]
+    env["ANSIBLE_CALLBACKS_ENABLED"] = ",".join(enabled + ["bench_timing"])
+    plugins = [TIMING_PLUGINS] + [p for p in env.get("ANSIBLE_CALLBACK_PLUGINS", "").split(":") if p]
+    env["ANSIBLE_CALLBACK_PLUGINS"] = ":".join(plugins)
+    env["BENCH_TIMING_FILE"] = path
+    return env
 
-    def __init__(self, size, directory, first_host, forks, log):
+
+def read_timing(path, started, ended):
+    """bench_timing's JSON plus the process's exit after the stats (exit_s), or None."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    data["exit_s"] = max(0.0, ended - data["stats_at"])
+    data["total_s"] = ended - started
+    return data
+
+
+class Tree:
+    """A checkout whose collection and CLI run: this repository, or --baseline-ref's worktree."""
+
+    def __init__(self, root, label):
+        self.root = root
+        self.label = label
+
+    def env(self):
+        env = dict(os.environ)
+        # The tree's own CLI and collection, not an installed copy (gpuprov installs non-editable).
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(self.root, "collections"), self.root]
+                                            + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        return env
+
+
+class SizeRun:
+    """One fleet of N nodes, one tree, and its timings."""
+
+    def __init__(self, size, directory, first_host, forks, log, tree):
         self.size = size
         self.directory = directory
         self.forks = forks
         self.log = log
+        self.tree = tree
         self.specs = fleetlib.default_node_specs(size)
         self.fleet = fleetlib.Fleet.create(os.path.join(directory, "fleet"), self.specs, first_host=first_host)
         self.inventory = os.path.join(directory, "gpus.yml")
@@ -117,9 +177,12 @@ class SizeRun:
         self.rerun_s = []
         self.status_s = []
         self.ping_s = []
+        self.profiles = {}  # kind -> [(seconds, bench_timing data)]
         self.tasks_per_node = None
+        self.fresh_tasks_per_node = None
         self.status_tasks_per_node = None
         self.ping_tasks_per_node = None
+        self._timings = 0
 
     def up(self):
         os.makedirs(self.directory, exist_ok=True)
@@ -128,24 +191,50 @@ class SizeRun:
             yaml.safe_dump(PING_PLAYBOOK, handle, sort_keys=False)
         self.fleet.up()
 
-    def site(self, what, profile=False):
+    def _timed_env(self, base=None):
+        self._timings += 1
+        path = os.path.join(self.directory, "timing-%d.json" % self._timings)
+        env = timing_env(self.tree.env() if base is None else base, path)
+        env["BENCH_T0"] = repr(time.time())
+        return env, path
+
+    def _keep(self, kind, elapsed, path, started, ended):
+        data = read_timing(path, started, ended)
+        if data is not None:
+            self.profiles.setdefault(kind, []).append((elapsed, data))
+
+    def profile(self, kind):
+        """bench_timing's data of the best (fastest) run of ``kind``, or None."""
+        runs = self.profiles.get(kind)
+        return min(runs, key=lambda item: item[0])[1] if runs else None
+
+    def site(self, what, kind, profile=False):
         """The site playbook as `gpuprov apply --waves 100%` runs it; (seconds, summary)."""
-        env = dict(os.environ)
+        env = self.tree.env()
         if profile:
             env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+        env, timing = self._timed_env(env)
         variables = {"gpuprov_waves": ["100%"], "gpuprov_max_fail_percentage": 0,
                      "gpuprov_hosts": ",".join(spec.name for spec in self.specs)}
-        self.log.write("\n==== %d nodes: %s\n" % (self.size, what))
+        self.log.write("\n==== %s, %d nodes: %s\n" % (self.tree.label, self.size, what))
         self.log.flush()
-        start = time.monotonic()
-        rc, summary = run_playbook("gpuprov.gpu.site", self.inventories, extra_vars=variables,
-                                   forks=self.forks, env=env, stdout=self.log)
-        elapsed = time.monotonic() - start
+        here = os.getcwd()
+        os.chdir(self.tree.root)  # the tree's ansible.cfg: its collection, pipelining
+        try:
+            start = time.time()
+            rc, summary = run_playbook("gpuprov.gpu.site", self.inventories, extra_vars=variables,
+                                       forks=self.forks, env=env, stdout=self.log)
+            ended = time.time()
+        finally:
+            os.chdir(here)
+        elapsed = ended - start
+        if not profile:
+            self._keep(kind, elapsed, timing, start, ended)
         nodes = (summary or {}).get("nodes", {})
         bad = dict((host, node) for host, node in nodes.items() if node["status"] in ("failed", "unreachable"))
         if rc != 0 or bad or len(nodes) != self.size:
-            raise RuntimeError("%s on %d nodes failed (ansible-playbook exit %d, %d of %d nodes reported%s); "
-                               "see %s" % (what, self.size, rc, len(nodes), self.size,
+            raise RuntimeError("%s: %s on %d nodes failed (ansible-playbook exit %d, %d of %d nodes reported%s); "
+                               "see %s" % (self.tree.label, what, self.size, rc, len(nodes), self.size,
                                            "".join("; %s %s: %s" % (h, n["status"], n["failed"])
                                                    for h, n in sorted(bad.items())), self.log.name))
         return elapsed, nodes
@@ -155,13 +244,16 @@ class SizeRun:
         for inventory in self.inventories:
             argv += ["-i", inventory]
         argv.append(self.ping_playbook)
-        self.log.write("\n==== %d nodes: ping\n" % self.size)
+        self.log.write("\n==== %s, %d nodes: ping\n" % (self.tree.label, self.size))
         self.log.flush()
-        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="default")
-        start = time.monotonic()
-        proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env, timing = self._timed_env()
+        env["ANSIBLE_STDOUT_CALLBACK"] = "default"
+        start = time.time()
+        proc = subprocess.run(argv, cwd=self.tree.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, check=False)
-        elapsed = time.monotonic() - start
+        ended = time.time()
+        elapsed = ended - start
+        self._keep("ping", elapsed, timing, start, ended)
         self.log.write(proc.stdout)
         if proc.returncode != 0:
             raise RuntimeError("ping playbook on %d nodes exited %d; see %s" % (self.size, proc.returncode, self.log.name))
@@ -176,46 +268,44 @@ class SizeRun:
         argv = [sys.executable, "-m", "gpuprov", "status", "--forks", str(self.forks)]
         for inventory in self.inventories:
             argv += ["-i", inventory]
-        self.log.write("\n==== %d nodes: gpuprov status\n" % self.size)
+        self.log.write("\n==== %s, %d nodes: gpuprov status\n" % (self.tree.label, self.size))
         self.log.flush()
-        start = time.monotonic()
-        proc = subprocess.run(argv, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, check=False)
-        elapsed = time.monotonic() - start
+        env, timing = self._timed_env()
+        start = time.time()
+        proc = subprocess.run(argv, cwd=self.tree.root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                              check=False)
+        ended = time.time()
+        elapsed = ended - start
+        self._keep("status", elapsed, timing, start, ended)
         if proc.returncode != 0:
-            raise RuntimeError("gpuprov status on %d nodes exited %d (a node not in sync?); see %s"
-                               % (self.size, proc.returncode, self.log.name))
+            raise RuntimeError("%s: gpuprov status on %d nodes exited %d (a node not in sync?); see %s"
+                               % (self.tree.label, self.size, proc.returncode, self.log.name))
         return elapsed
 
-    def count_status_tasks(self):
-        """Tasks per node of gpuprov.gpu.status, run as `gpuprov status` runs it (not timed)."""
-        directory = tempfile.mkdtemp(prefix="status-", dir=self.directory)
-        variables = {"gpuprov_status_dir": directory, "gpuprov_status_fail_on_drift": False}
-        self.log.write("\n==== %d nodes: gpuprov.gpu.status (task count)\n" % self.size)
-        self.log.flush()
-        rc, summary = run_playbook("gpuprov.gpu.status", self.inventories, check=True, extra_vars=variables,
-                                   forks=self.forks, stdout=self.log)
-        nodes = (summary or {}).get("nodes", {})
-        if rc != 0 or len(nodes) != self.size:
-            raise RuntimeError("gpuprov.gpu.status on %d nodes failed (exit %d, %d nodes reported); see %s"
-                               % (self.size, rc, len(nodes), self.log.name))
-        self.status_tasks_per_node = sum(node["ok"] for node in nodes.values()) / float(len(nodes))
+    def status_tasks(self):
+        """Tasks per node of `gpuprov status`'s playbook run, from its best timed run's profile."""
+        data = self.profile("status")
+        if data is None:
+            return None
+        return tasks_run(data) / float(self.size)
 
     def rerun_once(self, what, profile=False):
-        elapsed, nodes = self.site(what, profile=profile)
+        elapsed, nodes = self.site(what, "re-run", profile=profile)
         changed = sorted(host for host, node in nodes.items() if node["status"] != "unchanged")
         if changed:
-            raise RuntimeError("the re-run on %d nodes changed %s: the site playbook is not idempotent; "
-                               "see %s" % (self.size, ", ".join(changed), self.log.name))
+            raise RuntimeError("%s: the re-run on %d nodes changed %s: the site playbook is not idempotent; "
+                               "see %s" % (self.tree.label, self.size, ", ".join(changed), self.log.name))
         self.tasks_per_node = sum(node["ok"] for node in nodes.values()) / float(len(nodes))
         return elapsed
 
     def measure(self, repeat, profile):
-        self.converge_s, _nodes = self.site("converge")
+        self.converge_s, nodes = self.site("converge", "converge")
+        self.fresh_tasks_per_node = sum(node["ok"] for node in nodes.values()) / float(len(nodes))
         for i in range(repeat):
             self.rerun_s.append(self.rerun_once("re-run %d" % (i + 1)))
             self.status_s.append(self.status())
             self.ping_s.append(self.ping())
-        self.count_status_tasks()
+        self.status_tasks_per_node = self.status_tasks()
         if profile:
             # Not timed: profile_tasks adds its own cost.
             self.rerun_once("re-run with profile_tasks", profile=True)
@@ -237,6 +327,50 @@ class SizeRun:
         return self.rerun / self.size
 
 
+def tasks_run(data, hosts_only=True):
+    """Host results (ok, changed, failed; not skipped) over every task of a bench_timing run."""
+    return sum(sum(count for status, count in task["status"].items() if status != "skipped")
+               for play in data["plays"] for task in play["tasks"]
+               if not (hosts_only and task["action"] in ("meta", "ansible.builtin.meta")))
+
+
+def phase_table(title, data, size, top=8):
+    """Per-phase lines of one run: where its wall time went."""
+    lines = ["%s (%.1f s wall):" % (title, data["total_s"])]
+    lines.append("  %-52s %8s %8s %8s %6s" % ("phase / task", "wall s", "worker s", "max wkr", "hosts"))
+    lines.append("  %-52s %8.2f" % ("process start -> playbook start (imports, CLI)", data["start_s"]))
+    lines.append("  %-52s %8.2f" % ("playbook start -> first play (parse, inventory)", data["parse_s"]))
+    tasks = []
+    for play in data["plays"]:
+        for task in play["tasks"]:
+            tasks.append(task)
+    waits = sum(task.get("wall_s", 0.0) for task in tasks
+                if task["action"] in WAIT_ACTIONS or WAIT_NAME.search(task["name"]))
+    module = 0.0
+    for task in tasks:
+        workers = list(task["hosts"].values())
+        module += sum(workers) / float(size) if workers else 0.0
+    total_tasks = sum(task.get("wall_s", 0.0) for task in tasks)
+    by_wall = sorted(tasks, key=lambda task: -task.get("wall_s", 0.0))
+    shown = by_wall if len(tasks) <= top + 2 else by_wall[:top]
+    for task in sorted(shown, key=tasks.index):
+        workers = list(task["hosts"].values())
+        lines.append("  %-52s %8.2f %8s %8s %6d" % (
+            ("task: " + task["name"])[:52], task.get("wall_s", 0.0),
+            "%.2f" % (sum(workers) / len(workers)) if workers else "-",
+            "%.2f" % max(workers) if workers else "-", len(workers)))
+    if len(shown) < len(tasks):
+        rest = [task for task in tasks if task not in shown]
+        lines.append("  %-52s %8.2f" % ("%d other tasks" % len(rest), sum(task.get("wall_s", 0.0) for task in rest)))
+    lines.append("  %-52s %8.2f" % ("last result -> stats (play end, summary)", data["end_s"]))
+    lines.append("  %-52s %8.2f" % ("stats -> process exit", data["exit_s"]))
+    lines.append("  tasks %.2f s in %d task(s) (%d host results per node), of it waits %.2f s; worker time per node "
+                 "%.2f s (forks, SSH, the module on the node); the rest, %.2f s, is the controller between workers"
+                 % (total_tasks, len(tasks), tasks_run(data) // max(size, 1), waits, module,
+                    max(0.0, total_tasks - module - waits)))
+    return lines
+
+
 def parse_sizes(text):
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
@@ -247,62 +381,112 @@ def parse_sizes(text):
     return sizes
 
 
-def check(label, ok, text):
-    print("target: %s: %s -> %s" % (label, text, "met" if ok else "MISSED"))
-    return ok
+def check(label, ok, text, enforced=True):
+    verdict = ("met" if ok else "MISSED") if enforced else ("within target" if ok else "over target") + ", not enforced"
+    print("target: %s: %s -> %s" % (label, text, verdict))
+    return ok or not enforced
 
 
-def report(runs, forks):
+def table(runs, forks):
+    print("nodes  tree        converge s  conv/node  re-run s  status s  ping s  re-run/ping  status/ping  "
+          "tasks/node fresh,re-run,status,ping  per-node s")
+    for run in runs:
+        print("%5d  %-10s  %10.1f  %9.2f  %8.1f  %8.1f  %6.1f  %11.2f  %11.2f  %35s  %10.2f" % (
+            run.size, run.tree.label[:10], run.converge_s, run.converge_s / run.size, run.rerun, run.status_time,
+            run.ping_time, run.rerun / run.ping_time, run.status_time / run.ping_time,
+            "%.1f, %.1f, %.1f, %.1f" % (run.fresh_tasks_per_node, run.tasks_per_node,
+                                        run.status_tasks_per_node or 0.0, run.ping_tasks_per_node),
+            run.per_node))
+
+
+def report(runs, baseline_runs, forks, phases):
     print()
     print("gpuprov on SSH test fleets (forks %d; best of %d re-runs / status runs / pings)"
           % (forks, len(runs[0].rerun_s) if runs else 0))
-    header = ("nodes", "converge s", "conv/node", "re-run s", "status s", "ping s", "re-run/ping", "status/ping",
-              "tasks/node re-run,status,ping", "per-node s")
-    line = "%5s  %10s  %9s  %8s  %8s  %6s  %11s  %11s  %29s  %10s"
-    print(line % header)
-    for run in runs:
-        print(line % (run.size, "%.1f" % run.converge_s, "%.2f" % (run.converge_s / run.size), "%.1f" % run.rerun,
-                      "%.1f" % run.status_time, "%.1f" % run.ping_time, "%.2f" % (run.rerun / run.ping_time),
-                      "%.2f" % (run.status_time / run.ping_time),
-                      "%.1f, %.1f, %.1f" % (run.tasks_per_node, run.status_tasks_per_node, run.ping_tasks_per_node),
-                      "%.2f" % run.per_node))
+    table(sorted(runs + baseline_runs, key=lambda run: (run.size, run.tree.label != "this tree")), forks)
+    if phases:
+        for run in sorted(baseline_runs + runs, key=lambda run: (run.size, run.tree.label != "this tree")):
+            for kind, title in (("converge", "converge (fresh nodes)"), ("re-run", "best re-run"),
+                                ("status", "best gpuprov status"), ("ping", "best ping")):
+                data = run.profile(kind)
+                if data is not None:
+                    print()
+                    print("\n".join(phase_table("%s, %d nodes, %s" % (run.tree.label, run.size, title),
+                                                data, run.size)))
     print()
     met = True
-    worst = max(runs, key=lambda run: run.rerun / run.ping_time)
-    met &= check("idempotent re-run <= %.0fx the ping playbook at every size" % RERUN_OVER_PING_TARGET,
-                 worst.rerun / worst.ping_time <= RERUN_OVER_PING_TARGET,
-                 "worst %.2fx (%d nodes)" % (worst.rerun / worst.ping_time, worst.size))
-    worst = max(runs, key=lambda run: run.status_time / run.ping_time)
-    met &= check("gpuprov status <= %.0fx the ping playbook at every size" % STATUS_OVER_PING_TARGET,
-                 worst.status_time / worst.ping_time <= STATUS_OVER_PING_TARGET,
-                 "worst %.2fx (%d nodes)" % (worst.status_time / worst.ping_time, worst.size))
-    worst = max(runs, key=lambda run: run.tasks_per_node)
-    met &= check("a node already as planned costs <= %d tasks" % RERUN_TASKS_PER_NODE_TARGET,
-                 worst.tasks_per_node <= RERUN_TASKS_PER_NODE_TARGET,
-                 "worst %.1f (%d nodes)" % (worst.tasks_per_node, worst.size))
+    for run in runs:
+        timed = run.size >= TIMED_FROM_SIZE
+        note = "" if timed else " (timed targets are enforced from %d nodes)" % TIMED_FROM_SIZE
+        met &= check("%d nodes: idempotent re-run <= %.1fx the ping playbook" % (run.size, RERUN_OVER_PING_TARGET),
+                     run.rerun / run.ping_time <= RERUN_OVER_PING_TARGET,
+                     "%.2fx%s" % (run.rerun / run.ping_time, note), enforced=timed)
+        met &= check("%d nodes: gpuprov status <= %.1fx the ping playbook" % (run.size, STATUS_OVER_PING_TARGET),
+                     run.status_time / run.ping_time <= STATUS_OVER_PING_TARGET,
+                     "%.2fx%s" % (run.status_time / run.ping_time, note), enforced=timed)
+        met &= check("%d nodes: a node already as planned costs <= %d task in the re-run and in status"
+                     % (run.size, IN_SYNC_TASKS_TARGET),
+                     run.tasks_per_node <= IN_SYNC_TASKS_TARGET
+                     and (run.status_tasks_per_node or 0) <= IN_SYNC_TASKS_TARGET,
+                     "%.1f and %.1f" % (run.tasks_per_node, run.status_tasks_per_node or 0))
     by_size = dict((run.size, run) for run in runs)
-    small, large = PER_NODE_SIZES
-    if small in by_size and large in by_size:
+    small = min(by_size) if by_size else None
+    for large in sorted(by_size):
+        if small is None or large <= small or small < TIMED_FROM_SIZE:
+            continue
         growth = by_size[large].per_node / by_size[small].per_node
-        met &= check("per-node time at %d nodes <= %.1fx that at %d nodes (forks >= %d)"
+        met &= check("per-node re-run time at %d nodes <= %.1fx that at %d nodes (forks >= %d)"
                      % (large, PER_NODE_GROWTH_TARGET, small, large),
                      growth <= PER_NODE_GROWTH_TARGET and forks >= large,
                      "%.2fs vs %.2fs = %.2fx%s" % (by_size[large].per_node, by_size[small].per_node, growth,
                                                    "" if forks >= large else " (forks < %d)" % large))
-    else:
-        print("target: per-node time from %d to %d nodes: not measured (run with --sizes including %d and %d)"
-              % (small, large, small, large))
+        conv = (by_size[large].converge_s / large) / (by_size[small].converge_s / small)
+        print("converge per node at %d nodes: %.2fs, %.2fx that at %d nodes" % (large, by_size[large].converge_s / large,
+                                                                              conv, small))
+    base = dict((run.size, run) for run in baseline_runs)
+    for size in sorted(set(base) & set(by_size)):
+        ratio = by_size[size].converge_s / base[size].converge_s
+        enforced = size == CONVERGE_SIZE
+        met &= check("%d nodes: converge per node <= %.1fx %s's" % (size, CONVERGE_OVER_BASELINE_TARGET,
+                                                                    base[size].tree.label),
+                     ratio <= CONVERGE_OVER_BASELINE_TARGET,
+                     "%.2fs vs %.2fs = %.2fx%s" % (by_size[size].converge_s / size, base[size].converge_s / size, ratio,
+                                                   "" if enforced else " (enforced at %d nodes)" % CONVERGE_SIZE),
+                     enforced=enforced)
     return met
 
 
+def baseline_tree(ref, base):
+    """REF checked out, detached, in a temporary worktree of this repository."""
+    path = os.path.join(base, "baseline")
+    proc = subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", path, ref], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit("--baseline-ref %s: git worktree add failed: %s" % (ref, proc.stdout.strip()))
+    return Tree(path, ref)
+
+
+def remove_tree(tree):
+    subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", tree.root], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="4,16,24", help="fleet sizes, comma-separated (default %(default)s)")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="Timed targets are enforced from %d nodes only; scripts/test.sh's 2-node "
+                                            "run checks the deterministic ones (completes, idempotent, <= %d task "
+                                            "per in-sync node) and prints the ratios." % (TIMED_FROM_SIZE,
+                                                                                          IN_SYNC_TASKS_TARGET))
+    parser.add_argument("--sizes", default="4,16,24", help="fleet sizes, comma-separated (default %(default)s; "
+                                                            "64 runs too, by hand)")
     parser.add_argument("--forks", type=int, default=None,
                         help="ansible-playbook --forks for every run (default: 24, or the largest size if more)")
     parser.add_argument("--repeat", type=int, default=2, help="re-runs and pings per size; the best counts (default 2)")
-    parser.add_argument("--first-host", type=int, default=201,
+    parser.add_argument("--first-host", type=int, default=160,
                         help="last octet of the first node's 127.0.0.N (default %(default)s)")
+    parser.add_argument("--baseline-ref", metavar="REF",
+                        help="also run the same sizes on REF (a git ref, checked out in a temporary worktree)")
+    parser.add_argument("--no-phases", action="store_true", help="leave out the per-phase tables")
     parser.add_argument("--profile", action="store_true",
                         help="one more, untimed re-run per size with profile_tasks (see the log)")
     parser.add_argument("--keep", action="store_true", help="leave the fleets running and their files in place")
@@ -316,39 +500,53 @@ def main(argv=None):
     except fleetlib.FleetError as exc:
         print("bench/fleet.py: %s" % exc, file=sys.stderr)
         return 2
-    if args.first_host + sum(sizes) - 1 > fleetlib.LAST_HOST_OCTET:
+    trees_per_size = 2 if args.baseline_ref else 1
+    needed = sum(sizes) * trees_per_size if args.keep else max(sizes)
+    if args.first_host + needed - 1 > fleetlib.LAST_HOST_OCTET:
         parser.error("%d nodes from 127.0.0.%d do not fit below .%d; lower --first-host or --sizes"
-                     % (sum(sizes), args.first_host, fleetlib.LAST_HOST_OCTET))
+                     % (needed, args.first_host, fleetlib.LAST_HOST_OCTET))
 
-    os.chdir(REPO)  # ansible.cfg of the repository: collections path, pipelining
+    os.chdir(REPO)
     # Short, space-free paths: they go into sshd_config and ssh's ControlPath.
     base = tempfile.mkdtemp(prefix="gpuprov-bench-fleet-", dir="/tmp")
     log = open(os.path.join(base, "ansible.log"), "w")
     print("fleet bench in %s (Ansible output: %s)" % (base, log.name))
-    runs = []
+    trees = []
+    baseline = None
+    if args.baseline_ref:
+        baseline = baseline_tree(args.baseline_ref, base)
+        trees.append(baseline)
+    trees.append(Tree(REPO, "this tree"))
+    runs, baseline_runs = [], []
     first_host = args.first_host
     failed = None
     try:
         for size in sizes:
-            run = SizeRun(size, os.path.join(base, "n%d" % size), first_host, forks, log)
-            first_host += size  # every size its own addresses, so --keep can keep them all
-            print("%d node(s): bringing the fleet up ..." % size, flush=True)
-            run.up()
-            try:
-                print("%d node(s): converge, then %d x (re-run, status, ping) ..." % (size, args.repeat), flush=True)
-                run.measure(args.repeat, args.profile)
-                runs.append(run)
-                print("%d node(s): converge %.1fs, re-run %.1fs, status %.1fs, ping %.1fs"
-                      % (size, run.converge_s, run.rerun, run.status_time, run.ping_time), flush=True)
-            finally:
-                if not args.keep:
-                    run.fleet.down(clean=True)
+            for tree in trees:
+                name = "n%d-%s" % (size, "base" if tree is baseline else "this")
+                run = SizeRun(size, os.path.join(base, name), first_host, forks, log, tree)
+                if args.keep:
+                    first_host += size  # every fleet its own addresses, so --keep can keep them all
+                print("%d node(s), %s: bringing the fleet up ..." % (size, tree.label), flush=True)
+                run.up()
+                try:
+                    print("%d node(s), %s: converge, then %d x (re-run, status, ping) ..."
+                          % (size, tree.label, args.repeat), flush=True)
+                    run.measure(args.repeat, args.profile)
+                    (baseline_runs if tree is baseline else runs).append(run)
+                    print("%d node(s), %s: converge %.1fs, re-run %.1fs, status %.1fs, ping %.1fs"
+                          % (size, tree.label, run.converge_s, run.rerun, run.status_time, run.ping_time), flush=True)
+                finally:
+                    if not args.keep:
+                        run.fleet.down(clean=True)
     except (RuntimeError, fleetlib.FleetError) as exc:
         failed = str(exc)
     finally:
         log.close()
+        if baseline is not None:
+            remove_tree(baseline)
 
-    met = report(runs, forks) if runs else False
+    met = report(runs, baseline_runs, forks, not args.no_phases) if runs else False
     if failed:
         print("\nFAIL: %s" % failed)
         return 1

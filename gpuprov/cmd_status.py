@@ -2,7 +2,6 @@
 import json
 import os
 import sys
-import tempfile
 
 import click
 
@@ -17,15 +16,19 @@ IN_SYNC, DRIFTED, UNREACHABLE, ERROR = "in-sync", "drifted", "unreachable", "err
 
 
 def collect(hosts, directory, summary):
-    """Per host {status, drift, message} from the playbook's files and its run summary."""
+    """Per host {status, drift, message} from the run summary (the progress callback keeps each
+    node's reading there), else from the playbook's files in ``directory`` (gpuprov_status_dir)."""
     ran = (summary or {}).get("nodes", {})
     nodes = {}
     for host in hosts:
-        path = os.path.join(directory, "%s.json" % safe_file_name(host))
+        path = os.path.join(directory, "%s.json" % safe_file_name(host)) if directory else None
         run = ran.get(host) or {}
+        read = run.get("node_status")
         if run.get("status") == "unreachable":
             nodes[host] = {"status": UNREACHABLE, "drift": [], "message": run.get("failed") or "unreachable"}
-        elif os.path.exists(path):
+        elif isinstance(read, dict) and run.get("status") != "failed":
+            nodes[host] = {"status": read["status"], "drift": read["drift"], "message": None}
+        elif path and os.path.exists(path):
             with open(path) as handle:
                 data = json.load(handle)
             nodes[host] = {"status": data["status"], "drift": data["drift"], "message": None}
@@ -91,18 +94,18 @@ def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_
     extra_args = vault.playbook_args()
     for item in extra_vars:
         extra_args += ["-e", item]
-    with tempfile.TemporaryDirectory(prefix="gpuprov-status-") as directory:
-        variables = {"gpuprov_status_dir": directory, "gpuprov_status_fail_on_drift": False}
-        if catalog_file:
-            # The node_plan action plans every host with the same models as this plan.
-            variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)
-        try:
-            rc, summary = run_playbook(PLAYBOOK, list(inventory), limit=limit, check=True, extra_vars=variables,
-                                       forks=forks, extra_args=extra_args,
-                                       stdout=sys.stderr if output == "json" else None)
-        except FileNotFoundError as exc:
-            fail_bad_input([str(exc)])
-        nodes = collect(sorted(fleet.nodes), directory, summary)
+    # Each node's reading comes back in the run's summary: one task per node, no file written.
+    variables = {"gpuprov_status_fail_on_drift": False}
+    if catalog_file:
+        # The node_plan action plans every host with the same models as this plan.
+        variables["gpuprov_cli_catalog_file"] = os.path.abspath(catalog_file)
+    try:
+        rc, summary = run_playbook(PLAYBOOK, list(inventory), limit=limit, check=True, extra_vars=variables,
+                                   forks=forks, extra_args=extra_args,
+                                   stdout=sys.stderr if output == "json" else None)
+    except FileNotFoundError as exc:
+        fail_bad_input([str(exc)])
+    nodes = collect(sorted(fleet.nodes), None, summary)
     for host, node in nodes.items():
         node["node_name"] = fleet.nodes[host].get("node_name", host)
     if rc != 0 and not (summary or {}).get("nodes"):

@@ -177,8 +177,10 @@ stage "bench/mig_transitions (check)" python bench/mig_transitions.py
 # plan against ansible-inventory --list, time and peak memory, at a size CI runs in seconds
 # (the bench's targets for that size); 2,000 and 10,000 nodes run by hand.
 stage "bench/plan_scale (check, 500 nodes)" python bench/plan_scale.py --sizes 500 --repeat 2
-# Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping,
-# with the bench's targets (ratios, tasks per node); the full sizes run by hand.
+# Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping.
+# Enforced here: the runs complete, the re-run changes nothing, every node is in sync and an
+# in-sync node costs one task; the timed ratios are printed against their targets but enforced
+# only from 4 nodes (bench/fleet.py --sizes 4,16,24, by hand): at 2 nodes they are noise.
 stage "bench/fleet (check, 2 nodes)" python bench/fleet.py --sizes 2 --forks 4 --repeat 2
 stage "antsibull-changelog lint" run_changelog_lint
 stage "ansible-builder create" run_builder_create

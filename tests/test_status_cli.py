@@ -59,3 +59,21 @@ def test_nodes_are_classified_from_files_and_the_run_summary(tmp_path):
     assert lines[1].split() == ["gpu01", "in-sync", "-"]
     assert lines[2].startswith("gpu02") and lines[2].endswith("GPU 0: MIG mode is disabled, the plan has it enabled")
     assert lines[-1] == "gpuprov status: 1 in sync, 1 drifted, 1 unreachable, 2 error"
+
+
+def test_nodes_are_classified_from_the_run_summary_alone():
+    """`gpuprov status` reads each node's reading from the progress callback's summary."""
+    drifted = [{"area": "kubelet", "gpu": None, "message": "kubelet: cpuManagerPolicy is none, the plan has static"}]
+    summary = {"check_mode": True, "nodes": {
+        "gpu01": {"status": "unchanged", "node_status": {"status": "in-sync", "drift": []}},
+        "gpu02": {"status": "unchanged", "node_status": {"status": "drifted", "drift": drifted}},
+        "gpu03": {"status": "failed", "failed": "Plan the node, read it and compare: NVML is not usable"},
+    }}
+
+    nodes = cmd_status.collect(["gpu01", "gpu02", "gpu03"], None, summary)
+
+    assert nodes == {
+        "gpu01": {"status": "in-sync", "drift": [], "message": None},
+        "gpu02": {"status": "drifted", "drift": drifted, "message": None},
+        "gpu03": {"status": "error", "drift": [], "message": "Plan the node, read it and compare: NVML is not usable"},
+    }

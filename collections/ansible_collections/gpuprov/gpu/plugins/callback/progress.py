@@ -17,7 +17,8 @@ description:
     with C(--diff), the diff), the wave (batch) being run, and at the end a summary per
     node - changed, unchanged, failed or unreachable - with what changed.
   - When the environment variable C(GPUPROV_SUMMARY_FILE) names a file, the summary is also
-    written there as JSON (C(gpuprov apply) reads it). The file's folder must be private (owned
+    written there as JSON (C(gpuprov apply) reads it); in check mode it also holds, per node,
+    what C(gpuprov.gpu.node_plan) read (C(node_status), which C(gpuprov status) reads). The file's folder must be private (owned
     by the user running Ansible, writable by no one else, as C(gpuprov) creates it with mode
     0700), and the file is opened without following a symbolic link; otherwise the summary is
     not written and a warning says why.
@@ -129,6 +130,11 @@ class CallbackModule(DefaultCallback):
         node = self._node(host)
         node["ok"] += 1
         res = result._result
+        # gpuprov.gpu.node_plan's reading of the node (read_node), kept in the summary of a
+        # check-mode run: `gpuprov status` reads it there, with no task writing files.
+        status = (res.get("ansible_facts") or {}).get("gpuprov_status")
+        if self._check and isinstance(status, dict):
+            node["node_status"] = {"status": status.get("status"), "drift": status.get("drift") or []}
         looped = "results" in res  # a loop's aggregate: its items were shown one by one
         if res.get("changed", False):
             task = self._task_name(result)
