@@ -31,12 +31,11 @@ __metaclass__ = type
 import copy
 import difflib
 import os
-import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import settings as kubelet_settings
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import mps_pinned_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
-    catalog, migparted, safe_files, sharing as sharing_mod, sharing_base, user_catalog)
+    catalog, kubernetes_names, migparted, safe_files, sharing as sharing_mod, sharing_base, user_catalog)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 
 # Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
@@ -59,10 +58,6 @@ MAX_REPLICAS = sharing_base.MAX_REPLICAS
 # H200, B200: 7 compute slices; NVIDIA MIG user guide, "Supported MIG Profiles").
 MAX_MIG_INSTANCES = 7
 MAX_NAME_LENGTH = 128
-# Kubernetes node names are DNS subdomains (RFC 1123): lower-case alphanumerics, '-' and
-# '.', at most 253 characters (k8s.io/apimachinery validation.IsDNS1123Subdomain).
-NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-NODE_NAME_MAX = 253
 
 # The gpuprov_* variables a node's plan reads.
 INTENT_VARS = ("gpuprov_gpu_model", "gpuprov_gpu_count", "gpuprov_gpus", "gpuprov_sharing",
@@ -252,10 +247,10 @@ def parse_node_name(host, hostvars, out):
     field = "gpuprov_node_name"
     if name is None:
         name, field = host, "host name"
-    if not isinstance(name, str) or len(name) > NODE_NAME_MAX or not NODE_NAME_RE.match(name):
+    if not isinstance(name, str) or len(name) > kubernetes_names.NODE_NAME_MAX or not kubernetes_names.NODE_NAME_RE.match(name):
         out.add("gpuprov_node_name", "%s %s is not a valid Kubernetes node name (lower-case letters, digits, "
                 "'-' and '.', at most %d characters, RFC 1123)%s"
-                % (field, short(name), NODE_NAME_MAX, "; set gpuprov_node_name" if field == "host name" else ""))
+                % (field, short(name), kubernetes_names.NODE_NAME_MAX, "; set gpuprov_node_name" if field == "host name" else ""))
         return None
     return name
 
