@@ -149,7 +149,7 @@ class ActionModule(ActionBase):
         models_catalog = None
         if intent is not None:
             plan, problems = _PLANNER.plan_node(intent)
-            models_catalog = user_catalog.for_host(variables, task_vars.get("inventory_dir"), None, user_models)[0]
+            models_catalog = intent.models_catalog
         return plan, problems, models_catalog, None
 
     def _read_node(self, plan, task_vars, models_catalog):

@@ -76,13 +76,18 @@ class Problem:
 
 
 class NodeIntent:
-    """A host's validated request. ``key()`` is equal for hosts that plan identically."""
+    """A host's validated request. ``key()`` is equal for hosts that plan identically.
+
+    ``models_catalog`` is the catalog the host's models were looked up in (the user's
+    catalog files, or None for the built-ins), for callers that check live hardware.
+    """
 
     __slots__ = ("host", "models", "strategy", "replicas", "mig_requests", "mig_strategy",
-                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options", "node_name")
+                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options", "node_name", "models_catalog")
 
     def __init__(self, host, models, strategy, replicas=None, mig_requests=None, mig_strategy=None,
-                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None, node_name=None):
+                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None, node_name=None,
+                 models_catalog=None):
         self.host = host
         self.node_name = node_name or host
         self.models = models
@@ -96,6 +101,7 @@ class NodeIntent:
         self.kubelet = kubelet or {}
         # The sharing provider's own options (device_plugin, hami), as its parse() returned them.
         self.options = options or {}
+        self.models_catalog = models_catalog
 
     def key(self):
         mig = None
@@ -343,7 +349,7 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
     if out.problems or models is None or strategy is None:
         return None, out.problems
     return NodeIntent(host, models, strategy, replicas, mig_requests, mig_strategy, mig_source,
-                      ts_replicas, mps, kubelet, options, node_name), out.problems
+                      ts_replicas, mps, kubelet, options, node_name, models_catalog), out.problems
 
 
 def _check_replicas(field, replicas, models, out):
