@@ -4,7 +4,8 @@ import sys
 import click
 
 from gpuprov import options, render
-from gpuprov.cmd_plan import load_plans, plan_table
+from gpuprov.plan_table import plan_table
+from gpuprov.planning import load_plans
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 from gpuprov.runner import converge_limit, converge_variables, parse_waves, run_playbook
 

@@ -9,7 +9,7 @@ import tempfile
 import click
 
 from gpuprov import options, render
-from gpuprov.cmd_plan import load_plans
+from gpuprov.planning import load_plans
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
 
 KINDS = ("device-plugin", "mig-parted", "helm-values", "hami", "dra")

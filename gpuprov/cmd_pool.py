@@ -7,9 +7,9 @@ import click
 from gpuprov import diagnose as diag
 from gpuprov import pool as capacity
 from gpuprov import options, render
-from gpuprov.cmd_diagnose import ClusterError, add_live_dra, fetch_cluster
 from gpuprov.errors import EXIT_FAILED, fail_bad_input
-from gpuprov.diagnose.snapshot_loader import _read_json as read_json, load_dra
+from gpuprov.diagnose.live_cluster import ClusterError, add_live_dra, fetch_cluster
+from gpuprov.diagnose.snapshot_loader import load_dra, read_json
 from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import parse_decimal
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import workload_memory_mib
 

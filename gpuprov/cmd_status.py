@@ -7,7 +7,7 @@ import click
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.file_names import safe_file_name
 from gpuprov import options, render
-from gpuprov.cmd_plan import load_plans
+from gpuprov.planning import load_plans
 from gpuprov.errors import EXIT_FAILED, EXIT_OK, fail_bad_input
 from gpuprov.runner import run_playbook
 

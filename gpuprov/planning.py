@@ -6,6 +6,7 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as inten
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import inventory as inventory_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import planner
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
+from gpuprov.errors import fail_bad_input
 
 
 class ExtraVarsError(ValueError):
@@ -159,3 +160,24 @@ def redact(text, secrets):
         text = text.replace(secret, "<vaulted>")
         text = text.replace(repr(secret)[1:-1], "<vaulted>")
     return text
+
+
+def load_plans(inventory, limit, vault=None, extra_vars=(), catalog_file=None, reading=None):
+    """Plans for the inventory, or exit 2 with every problem listed.
+
+    ``vault``: options.Vault; ``extra_vars``: -e items, which override the inventory's
+    variables in the plan exactly as they will in the playbook run; ``catalog_file``: --catalog;
+    ``reading``: options.Reading (time budget, environment variables lookups may read).
+    """
+    try:
+        variables = parse_extra_vars(extra_vars)
+        return plan_inventory(list(inventory), limit, vault=vault.reader_options() if vault else None,
+                              extra_vars=variables, catalog_file=catalog_file,
+                              reading=reading.reader_options() if reading else None)
+    except ExtraVarsError as exc:
+        fail_bad_input([exc])
+    except inventory_mod.InventoryError as exc:
+        fail_bad_input([exc])
+    except PlanningFailed as exc:
+        fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was planned or changed:"
+                       % len(exc.problems))

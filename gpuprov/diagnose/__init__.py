@@ -28,13 +28,16 @@ Inputs (see docs/diagnose.md for the full description):
   accepted too: with a node name as an extra first column, or without it when the snapshot
   has exactly one GPU node.
 
-Nothing here talks to a cluster or prints: cmd_diagnose.py and cmd_baseline.py do that.
+Nothing here prints: cmd_diagnose.py, cmd_pool.py and cmd_baseline.py do that. Only
+`live_cluster` (the Kubernetes API) and `prometheus` (dcgm-exporter's series) talk to a cluster.
 
 One concept per file: `snapshot` (the model) and its readers `kubernetes_objects`,
-`gpu_facts`, `utilization` and `snapshot_loader`; `scheduler_messages` and `placement` (what
-the scheduler says and does); `thresholds` and `sizing`; the checks in `node_checks` and
-`pod_checks`; `remedies`; `report` (the whole run). The names the commands use are
-re-exported here.
+`gpu_facts`, `utilization`, `dra_objects` (ResourceSlices, ResourceClaims) and
+`snapshot_loader`; `live_cluster` and `prometheus` (the same objects read live);
+`scheduler_messages` and `placement` (what the scheduler says and does); `thresholds` and
+`sizing`; the checks in `node_checks`, `pod_checks` and `dra_checks`; `remedies`; `report`
+(the whole run); `html_report` (the report as one HTML page). The names the commands use
+are re-exported here.
 """
 
 from gpuprov.diagnose.kubernetes_objects import (  # noqa: F401

@@ -12,7 +12,7 @@ from gpuprov.diagnose.snapshot import Snapshot, SnapshotError
 from gpuprov.diagnose.utilization import UTILIZATION_FIELDS, parse_utilization_csv
 
 
-def _read_json(path, label):
+def read_json(path, label):
     """JSON with the bounds of every input file (size, nesting, UTF-8, no NaN/Infinity)."""
     if not os.path.lexists(path):
         raise SnapshotError("%s: missing" % label)
@@ -79,7 +79,7 @@ def load_gpu_data(directory, nodes, label_prefix=""):
 
     # A facts file listing no GPU says nothing about the node: leave the node out.
     facts.update((node, gpus) for node, gpus in per_node(
-        "facts", ".json", lambda path, label: parse_gpu_facts(_read_json(path, label), label, notes)).items() if gpus)
+        "facts", ".json", lambda path, label: parse_gpu_facts(read_json(path, label), label, notes)).items() if gpus)
     utilization.update(per_node("utilization", ".csv",
                                 lambda path, label: parse_utilization_csv(_read_text(path, label), label, notes=notes)))
 
@@ -131,12 +131,12 @@ def load_dra(directory):
                             % (missing, present[0], kind, os.path.join(directory, missing)))
     problems, devices, claims, notes = [], None, None, []
     try:
-        devices, notes = parse_resource_slices(_read_json(os.path.join(directory, "resourceslices.json"),
+        devices, notes = parse_resource_slices(read_json(os.path.join(directory, "resourceslices.json"),
                                                           "resourceslices.json"))
     except SnapshotError as error:
         problems.extend(error.problems)
     try:
-        claims = parse_resource_claims(_read_json(os.path.join(directory, "resourceclaims.json"),
+        claims = parse_resource_claims(read_json(os.path.join(directory, "resourceclaims.json"),
                                                   "resourceclaims.json"))
     except SnapshotError as error:
         problems.extend(error.problems)
@@ -155,7 +155,7 @@ def load_snapshot(directory):
     for filename, parser in (("nodes.json", parse_nodes), ("pods.json", parse_pods), ("events.json", parse_events)):
         path = os.path.join(directory, filename)
         try:
-            parsed[filename] = parser(_read_json(path, filename), filename)
+            parsed[filename] = parser(read_json(path, filename), filename)
         except SnapshotError as error:
             if error.problems and error.problems[0] == "%s: missing" % filename:
                 kind = {"nodes.json": "nodes", "pods.json": "pods -A", "events.json": "events -A"}[filename]

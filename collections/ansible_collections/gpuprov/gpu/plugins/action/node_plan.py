@@ -25,7 +25,7 @@ except ImportError:  # ansible-core < 2.19: every string is a template
         return value
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import live
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_state
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_state_client
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import user_catalog
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import VAR_PREFIX, plain
@@ -103,7 +103,7 @@ class ActionModule(ActionBase):
         if mismatch:
             result["ansible_facts"]["gpuprov_node_changes"] = None
             if read_node:
-                result["ansible_facts"]["gpuprov_status"] = node_state.compare(
+                result["ansible_facts"]["gpuprov_status"] = node_state_client.compare(
                     plan, facts, answer, [], answer["_restore_unit"], unread=answer["_unread"],
                     models_catalog=models_catalog)
             if fail_on_mismatch:
@@ -120,14 +120,14 @@ class ActionModule(ActionBase):
         }
         result["ansible_facts"]["gpuprov_node_changes"] = changes
         if read_node:
-            status = node_state.compare(plan, facts, answer, answer["_expected_restore_files"],
-                                        answer["_restore_unit"], unread=answer["_unread"],
-                                        models_catalog=models_catalog)
+            status = node_state_client.compare(plan, facts, answer, answer["_expected_restore_files"],
+                                               answer["_restore_unit"], unread=answer["_unread"],
+                                               models_catalog=models_catalog)
             result["ansible_facts"]["gpuprov_status"] = status
             # A converge may stop here only when nothing differs. The host MPS daemon's unit and
             # environment files are templates only the gpu_mps role renders, so a node with
             # host MPS always runs that role.
-            changes["in_sync"] = status["status"] == "in-sync" and node_state.host_mps(plan) is None
+            changes["in_sync"] = status["status"] == "in-sync" and node_state_client.host_mps(plan) is None
         return result
 
     def _plan(self, host, task_vars):
@@ -149,27 +149,27 @@ class ActionModule(ActionBase):
         models_catalog = None
         if intent is not None:
             plan, problems = _PLANNER.plan_node(intent)
-            models_catalog = user_catalog.for_host(variables, task_vars.get("inventory_dir"), None, user_models)[0]
+            models_catalog = intent.models_catalog
         return plan, problems, models_catalog, None
 
     def _read_node(self, plan, task_vars, models_catalog):
         """Run gpuprov.gpu.node_state with arguments from the plan; its result, plus what to compare."""
         args = self._task.args
         module_args = {"sysfs_root": args.get("sysfs_root") or "/sys"}
-        settings = node_state.kubelet_settings(plan)
+        settings = node_state_client.kubelet_settings(plan)
         if settings:
             module_args["kubelet"] = {"path": args.get("kubelet_config_path"), "settings": settings,
                                       "service": args.get("kubelet_service") or "kubelet.service",
                                       "config_dir": args.get("kubelet_config_dir")}
         mps = dict(args.get("mps") or {})
-        mps_args = node_state.mps_args(plan, mps.get("service", "gpuprov-mps.service"),
-                                       mps.get("pipe_directory", "/tmp/nvidia-mps"),
-                                       mps.get("log_directory", "/var/log/nvidia-mps"))
+        mps_args = node_state_client.mps_args(plan, mps.get("service", "gpuprov-mps.service"),
+                                              mps.get("pipe_directory", "/tmp/nvidia-mps"),
+                                              mps.get("log_directory", "/var/log/nvidia-mps"))
         if mps_args:
             module_args["mps"] = mps_args
         restore = None
         unread = []
-        if args.get("mig_restore", True) and node_state.has_mig_gpus(plan):
+        if args.get("mig_restore", True) and node_state_client.has_mig_gpus(plan):
             restore, problem = self._restore_paths(plan, task_vars)
             if problem:
                 unread.append(problem)
@@ -178,7 +178,7 @@ class ActionModule(ActionBase):
 
         answer = self._execute_module(module_name="gpuprov.gpu.node_state", module_args=module_args,
                                       task_vars=task_vars)
-        answer["_restore_unit"] = restore["unit"] if restore else node_state.DEFAULT_RESTORE_UNIT
+        answer["_restore_unit"] = restore["unit"] if restore else node_state_client.DEFAULT_RESTORE_UNIT
         answer["_expected_restore_files"] = []
         answer["_unread"] = unread
         if answer.get("failed") or "mig_restore" not in module_args:
@@ -226,7 +226,7 @@ class ActionModule(ActionBase):
         unit_path = "%s/%s" % (paths["gpu_mig_restore_unit_dir"], unit)
         directories = [os.path.dirname(paths["gpu_mig_restore_state_file"]),
                        os.path.dirname(paths["gpu_mig_restore_program"]), module_utils]
-        files = ["%s/%s" % (module_utils, name) for name in node_state.RESTORE_SOURCES]
+        files = ["%s/%s" % (module_utils, name) for name in node_state_client.RESTORE_SOURCES]
         files += [paths["gpu_mig_restore_program"], paths["gpu_mig_restore_state_file"], unit_path]
         return {"unit": unit, "unit_path": unit_path, "state_file": paths["gpu_mig_restore_state_file"],
                 "program": paths["gpu_mig_restore_program"], "directories": directories,
@@ -242,11 +242,11 @@ class ActionModule(ActionBase):
         state = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts) }}"))
         if not any(gpu.get("mig_enabled") for gpu in state["gpus"]):
             return []
-        expected = [node_state.expected_entry(path, "0755", True, None) for path in restore["directories"]]
-        for name in node_state.RESTORE_SOURCES:
+        expected = [node_state_client.expected_entry(path, "0755", True, None) for path in restore["directories"]]
+        for name in node_state_client.RESTORE_SOURCES:
             with open(os.path.join(_COLLECTION, "plugins", "module_utils", name), "rb") as handle:
-                expected.append(node_state.expected_entry("%s/%s" % (restore["module_utils"], name), "0644", False,
-                                                          node_state.sha1(handle.read())))
+                expected.append(node_state_client.expected_entry("%s/%s" % (restore["module_utils"], name), "0644", False,
+                                                                 node_state_client.sha1(handle.read())))
         templates = os.path.join(_GPU_MIG_ROLE, "templates")
         program = templar.template(trust_as_template(
             "{{ lookup('ansible.builtin.template', '%s') }}" % os.path.join(templates, "gpuprov-mig-restore.py.j2")))
@@ -255,7 +255,7 @@ class ActionModule(ActionBase):
             % os.path.join(templates, "gpuprov-mig-restore.service.j2")))
         state_text = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts)"
                                                         " | to_nice_json(indent=2) }}")) + "\n"
-        expected.append(node_state.expected_entry(restore["program"], "0755", False, node_state.sha1(program)))
-        expected.append(node_state.expected_entry(restore["state_file"], "0644", False, node_state.sha1(state_text)))
-        expected.append(node_state.expected_entry(restore["unit_path"], "0644", False, node_state.sha1(unit_text)))
+        expected.append(node_state_client.expected_entry(restore["program"], "0755", False, node_state_client.sha1(program)))
+        expected.append(node_state_client.expected_entry(restore["state_file"], "0644", False, node_state_client.sha1(state_text)))
+        expected.append(node_state_client.expected_entry(restore["unit_path"], "0644", False, node_state_client.sha1(unit_text)))
         return expected

@@ -467,9 +467,6 @@ class Restorer:
                              "converge the node with gpuprov apply"
                              % (where, describe_instances(after), describe_instances(_instances(entry)), PROGRAM))
 
-    def close(self):
-        """Kept for callers; every NVML session is closed where it is opened."""
-
 
 def _instances(entry):
     return [Instance(i["profile"], i["placement"]["start"], i["placement"].get("size"))
@@ -525,7 +522,4 @@ def main(argv=None, nvml_factory=Nvml, run_command=_run_command):
                % (PROGRAM, "checking" if args.dry_run else "restoring", state.get("host") or "this node", path))
     restorer = Restorer(state, nvml_factory=nvml_factory, reset=args.reset, dry_run=args.dry_run,
                         run_command=run_command, sysfs_root=args.sysfs_root)
-    try:
-        return restorer.run()
-    finally:
-        restorer.close()
+    return restorer.run()

@@ -19,7 +19,7 @@ import ctypes
 import math
 from collections import namedtuple
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import Instance, ProfileSpec
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mig_solver import ProfileSpec
 
 COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
 COMPUTE_MODE_VALUES = dict((name, value) for value, name in COMPUTE_MODE_NAMES.items())
@@ -615,8 +615,3 @@ class Nvml:
             self.call("destroying a compute instance of GPU instance %d" % gi_id,
                       self.pynvml.nvmlComputeInstanceDestroy, ci, gpu=index)
         self.call("destroying GPU instance %d" % gi_id, self.pynvml.nvmlGpuInstanceDestroy, gi, gpu=index)
-
-
-def as_solver_instances(gpu_instances):
-    """[GpuInstance] -> [mig_solver.Instance]."""
-    return [Instance(g.profile, g.start, g.size) for g in gpu_instances]

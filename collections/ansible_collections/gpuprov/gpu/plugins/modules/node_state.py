@@ -190,7 +190,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import (
     MPS_CONTROL,
     ModuleRunner,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.node_state import (
+from ansible_collections.gpuprov.gpu.plugins.module_utils.node_reader import (
     mps_params,
     read_kubelet,
     read_mig_restore,

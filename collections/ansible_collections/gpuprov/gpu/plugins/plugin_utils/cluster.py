@@ -34,7 +34,8 @@ import shlex
 
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
+    catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster, kubernetes_names)
 
 # Pinned chart versions: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/Chart.yaml
 # (v0.20.0) and kubernetes-sigs/node-feature-discovery deployment/helm/node-feature-discovery/Chart.yaml (v0.19.0).
@@ -61,10 +62,6 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 CONFIG_HASH_ANNOTATION = "gpuprov.io/device-plugin-configs-sha256"
 DEFAULT_CONFIG_ANNOTATION = "gpuprov.io/default-config"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuprov"}
-
-# Kubernetes label values and node names (apimachinery validation).
-_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
-_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class ClusterRenderError(ValueError):
@@ -116,7 +113,7 @@ def named_configs(nodes, configs, default_config=DEFAULT_CONFIG):
             # Nodes without a label (new nodes, nodes outside the inventory) get whole GPUs.
             result[DEFAULT_CONFIG] = device_plugin.render("exclusive")[1]
     for name, config in sorted(result.items()):
-        if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE_RE.match(name):
+        if not isinstance(name, str) or len(name) > kubernetes_names.LABEL_VALUE_MAX or not kubernetes_names.LABEL_VALUE_RE.match(name):
             problems.append("device-plugin config name %r is not a valid label value (63 characters, "
                             "letters, digits, '-', '_', '.')" % (name,))
         problems.extend("device-plugin config %s: %s" % (name, p) for p in device_plugin_schema.problems(config))
@@ -214,7 +211,7 @@ def node_names(nodes, node_name_map=None):
     problems, result = [], {}
     for host in sorted(nodes or {}):
         name = node_name_map.get(host, host)
-        if not isinstance(name, str) or len(name) > 253 or not _NODE_NAME_RE.match(name):
+        if not isinstance(name, str) or len(name) > kubernetes_names.NODE_NAME_MAX or not kubernetes_names.NODE_NAME_RE.match(name):
             problems.append("%s: %r is not a valid Kubernetes node name (lowercase DNS name); map the host "
                             "to its node name (gpu_device_plugin_node_names)" % (host, name))
         result[host] = name
@@ -232,7 +229,7 @@ def _label_patches(labels_by_host, node_name_map):
     for host in sorted(labels_by_host):
         labels = labels_by_host[host]
         bad = ["%s=%s" % (k, v) for k, v in sorted(labels.items())
-               if not (isinstance(v, str) and len(v) <= 63 and (v == "" or _LABEL_VALUE_RE.match(v)))]
+               if not (isinstance(v, str) and len(v) <= kubernetes_names.LABEL_VALUE_MAX and (v == "" or kubernetes_names.LABEL_VALUE_RE.match(v)))]
         if bad:
             raise ClusterRenderError(["%s: label value(s) not valid for Kubernetes: %s" % (host, ", ".join(bad))])
         patches.append({"apiVersion": "v1", "kind": "Node",

@@ -27,9 +27,8 @@ __metaclass__ = type
 import copy
 import hashlib
 import json
-import re
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import sharing_hami
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import kubernetes_names, sharing_hami
 
 CHART_NAME = "hami"
 CHART_VERSION = "2.10.0"  # charts/hami/Chart.yaml at v2.10.0
@@ -50,7 +49,6 @@ NVIDIA_PLUGIN_DEFAULT_TERMS = [
     {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]},
 ]
 NOT_ON_HAMI_NODES = {"key": NODE_LABEL_KEY, "operator": "NotIn", "values": [NODE_LABEL_VALUE]}
-_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class HamiRenderError(ValueError):
@@ -65,7 +63,7 @@ def hami_hosts(nodes):
 
 def _node_name(host, node_name_map):
     name = (node_name_map or {}).get(host, host)
-    if not isinstance(name, str) or len(name) > 253 or not _NODE_NAME_RE.match(name):
+    if not isinstance(name, str) or len(name) > kubernetes_names.NODE_NAME_MAX or not kubernetes_names.NODE_NAME_RE.match(name):
         raise HamiRenderError(["%s: %r is not a valid Kubernetes node name (lowercase DNS name); map the host "
                                "to its node name (gpu_device_plugin_node_names)" % (host, name)])
     return name

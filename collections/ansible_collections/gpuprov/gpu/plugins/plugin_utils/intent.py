@@ -31,12 +31,11 @@ __metaclass__ = type
 import copy
 import difflib
 import os
-import re
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import settings as kubelet_settings
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import mps_pinned_memory_mib
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
-    catalog, migparted, safe_files, sharing as sharing_mod, sharing_base, user_catalog)
+    catalog, known_vars, kubernetes_names, migparted, safe_files, sharing as sharing_mod, sharing_base, user_catalog)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.terminal_text import escape
 
 # Each strategy is served by a sharing provider (plugin_utils/sharing.py), which checks the
@@ -59,38 +58,6 @@ MAX_REPLICAS = sharing_base.MAX_REPLICAS
 # H200, B200: 7 compute slices; NVIDIA MIG user guide, "Supported MIG Profiles").
 MAX_MIG_INSTANCES = 7
 MAX_NAME_LENGTH = 128
-# Kubernetes node names are DNS subdomains (RFC 1123): lower-case alphanumerics, '-' and
-# '.', at most 253 characters (k8s.io/apimachinery validation.IsDNS1123Subdomain).
-NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-NODE_NAME_MAX = 253
-
-# The gpuprov_* variables a node's plan reads.
-INTENT_VARS = ("gpuprov_gpu_model", "gpuprov_gpu_count", "gpuprov_gpus", "gpuprov_sharing",
-               "gpuprov_mig_config_file", "gpuprov_kubelet", "gpuprov_node_name", "gpuprov_catalog_file")
-# Other gpuprov_* variables the playbooks read or set: run settings given by the CLI (-e) or
-# the inventory, and facts and registered results of the playbooks themselves. A test
-# (tests/unit/plugins/plugin_utils/test_known_vars.py) derives the ones users may set from
-# the playbooks and roles, so a new one cannot be forgotten here.
-RUN_VARS = ("gpuprov_kubeconfig", "gpuprov_kube_context", "gpuprov_sysfs_root", "gpuprov_drain_timeout",
-            "gpuprov_kubelet_healthz_host", "gpuprov_waves", "gpuprov_max_fail_percentage", "gpuprov_hosts",
-            "gpuprov_cli_catalog_file", "gpuprov_cluster_side",
-            # drains and waves (site.yml)
-            "gpuprov_wave_max_nodes", "gpuprov_allow_undrained", "gpuprov_drain_retry_delay",
-            "gpuprov_drain_delete_emptydir_data", "gpuprov_drain_force",
-            "gpuprov_status_dir", "gpuprov_status_fail_on_drift",
-            # baseline record / start / collect / stop
-            "gpuprov_baseline_duration", "gpuprov_baseline_interval", "gpuprov_baseline_dest",
-            "gpuprov_baseline_hosts", "gpuprov_baseline_query", "gpuprov_baseline_dir", "gpuprov_baseline_program",
-            "gpuprov_baseline_python", "gpuprov_baseline_max_bytes", "gpuprov_baseline_keep",
-            "gpuprov_baseline_unit_dir", "gpuprov_baseline_remove_samples",
-            # set by the playbooks themselves (set_fact, register, task vars)
-            "gpuprov_plan", "gpuprov_node_changes", "gpuprov_status", "gpuprov_status_mps",
-            "gpuprov_status_kubelet", "gpuprov_drain_needed", "gpuprov_can_drain",
-            "gpuprov_baseline_scratch", "gpuprov_baseline_run", "gpuprov_baseline_files",
-            "gpuprov_baseline_program_file", "gpuprov_baseline_unit_file", "gpuprov_baseline_unit",
-            "gpuprov_baseline_exec_start", "gpuprov_cordoned_by_run", "gpuprov_node_before",
-            "gpuprov_drain_pods", "gpuprov_mps_probe", "gpuprov_node_failure")
-KNOWN_VARS = frozenset(INTENT_VARS + RUN_VARS)
 
 
 class Problem:
@@ -109,13 +76,18 @@ class Problem:
 
 
 class NodeIntent:
-    """A host's validated request. ``key()`` is equal for hosts that plan identically."""
+    """A host's validated request. ``key()`` is equal for hosts that plan identically.
+
+    ``models_catalog`` is the catalog the host's models were looked up in (the user's
+    catalog files, or None for the built-ins), for callers that check live hardware.
+    """
 
     __slots__ = ("host", "models", "strategy", "replicas", "mig_requests", "mig_strategy",
-                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options", "node_name")
+                 "mig_source", "time_slicing_replicas", "mps", "kubelet", "options", "node_name", "models_catalog")
 
     def __init__(self, host, models, strategy, replicas=None, mig_requests=None, mig_strategy=None,
-                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None, node_name=None):
+                 mig_source=None, time_slicing_replicas=None, mps=None, kubelet=None, options=None, node_name=None,
+                 models_catalog=None):
         self.host = host
         self.node_name = node_name or host
         self.models = models
@@ -129,6 +101,7 @@ class NodeIntent:
         self.kubelet = kubelet or {}
         # The sharing provider's own options (device_plugin, hami), as its parse() returned them.
         self.options = options or {}
+        self.models_catalog = models_catalog
 
     def key(self):
         mig = None
@@ -239,11 +212,11 @@ def parse_models(host, hostvars, out, models_catalog=None):
 def check_variables(hostvars, out):
     """Unknown gpuprov_* names (a typo like gpuprov_sharng) with a did-you-mean."""
     for name in sorted(hostvars):
-        if not isinstance(name, str) or not name.startswith("gpuprov_") or name in KNOWN_VARS:
+        if not isinstance(name, str) or not name.startswith("gpuprov_") or name in known_vars.KNOWN_VARS:
             continue
-        close = difflib.get_close_matches(name[:MAX_NAME_LENGTH], sorted(KNOWN_VARS), n=1, cutoff=0.6)
+        close = difflib.get_close_matches(name[:MAX_NAME_LENGTH], sorted(known_vars.KNOWN_VARS), n=1, cutoff=0.6)
         out.add(name[:MAX_NAME_LENGTH], "unknown gpuprov variable%s; a node's variables are %s"
-                % (" (did you mean %s?)" % close[0] if close else "", ", ".join(INTENT_VARS)))
+                % (" (did you mean %s?)" % close[0] if close else "", ", ".join(known_vars.INTENT_VARS)))
 
 
 def parse_node_name(host, hostvars, out):
@@ -252,10 +225,10 @@ def parse_node_name(host, hostvars, out):
     field = "gpuprov_node_name"
     if name is None:
         name, field = host, "host name"
-    if not isinstance(name, str) or len(name) > NODE_NAME_MAX or not NODE_NAME_RE.match(name):
+    if not isinstance(name, str) or len(name) > kubernetes_names.NODE_NAME_MAX or not kubernetes_names.NODE_NAME_RE.match(name):
         out.add("gpuprov_node_name", "%s %s is not a valid Kubernetes node name (lower-case letters, digits, "
                 "'-' and '.', at most %d characters, RFC 1123)%s"
-                % (field, short(name), NODE_NAME_MAX, "; set gpuprov_node_name" if field == "host name" else ""))
+                % (field, short(name), kubernetes_names.NODE_NAME_MAX, "; set gpuprov_node_name" if field == "host name" else ""))
         return None
     return name
 
@@ -376,7 +349,7 @@ def parse_intent(host, hostvars, base_dir=None, file_cache=None, user_models=Non
     if out.problems or models is None or strategy is None:
         return None, out.problems
     return NodeIntent(host, models, strategy, replicas, mig_requests, mig_strategy, mig_source,
-                      ts_replicas, mps, kubelet, options, node_name), out.problems
+                      ts_replicas, mps, kubelet, options, node_name, models_catalog), out.problems
 
 
 def _check_replicas(field, replicas, models, out):

@@ -96,10 +96,6 @@ class KubeletConfigPlan(object):
         return patch
 
 
-def read_config_text(path):
-    return read_regular_text(path)
-
-
 def _desired_values(settings, document, topology):
     """Key path -> desired Python value (or REMOVE) for the settings given.
 

@@ -219,7 +219,7 @@ def kubelet_unit(root, exec_start):
 
 
 def test_kubelet_read_follows_the_units_config_like_the_role(tmp_path):
-    from ansible_collections.gpuprov.gpu.plugins.module_utils.node_state import read_kubelet
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.node_reader import read_kubelet
 
     root = tmp_path / "root"
     (root / "etc" / "kubernetes").mkdir(parents=True)
@@ -238,7 +238,7 @@ def test_kubelet_read_follows_the_units_config_like_the_role(tmp_path):
 
 
 def test_a_flag_overriding_a_managed_key_is_an_error_not_in_sync(tmp_path):
-    from ansible_collections.gpuprov.gpu.plugins.module_utils.node_state import read_kubelet
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.node_reader import read_kubelet
 
     root = tmp_path / "root"
     config, sysfs = kubelet_node(tmp_path)

@@ -4,7 +4,7 @@
 """Every gpuprov_* variable a user may set for the playbooks and roles is known to intent.
 
 An unknown gpuprov_* variable in an inventory is exit 2 (a typo guard), so a variable a new
-playbook reads but intent.KNOWN_VARS lacks would make `gpuprov plan` refuse a valid
+playbook reads but known_vars.KNOWN_VARS lacks would make `gpuprov plan` refuse a valid
 inventory. The variables are derived here from the YAML itself: every gpuprov_* name the
 playbooks and roles mention (tasks, play vars, role defaults, and the comments that document
 them), less the ones the playbooks set themselves (register, set_fact, a task's own vars).
@@ -19,7 +19,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent, known_vars
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 NAME_RE = re.compile(r"\bgpuprov_[a-z0-9_]*[a-z0-9]\b")
@@ -96,8 +96,8 @@ def test_set_by_playbooks_reads_register_set_fact_and_task_vars_only():
 
 @pytest.mark.parametrize("name", sorted(derive()[0]))
 def test_every_settable_variable_is_known(name):
-    assert name in intent.KNOWN_VARS, (
-        "%s is read by a playbook or role but is not in intent.KNOWN_VARS (INTENT_VARS or RUN_VARS): "
+    assert name in known_vars.KNOWN_VARS, (
+        "%s is read by a playbook or role but is not in known_vars.KNOWN_VARS (INTENT_VARS or RUN_VARS): "
         "`gpuprov plan` would refuse an inventory that sets it" % name)
 
 
