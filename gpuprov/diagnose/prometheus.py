@@ -7,7 +7,8 @@ a whole GPU's have no GPU_I_ID (dcgm-exporter `devicemonitoring/device_monitorin
 NVIDIA/dcgm-exporter 4.8.2). The MIG profile text is shown but never joined on:
 exporters print `7g.79gb` for `7g.80gb` (gpu-operator #687).
 
-Both spellings are accepted (dcgm.md section 1): the names of exporter <= 4.8
+Both spellings are accepted (NVIDIA/dcgm-exporter etc/default-counters.csv and
+NVIDIA/DCGM dcgm_fields.h 4.6): the names of exporter <= 4.8
 (DCGM_FI_PROF_SM_ACTIVE, Hostname) and the canonical names of DCGM 4.6+
 (DCGM_FI_PROF_SM_UTIL_RATIO, hostname). Units come from each metric's HELP text where it
 states them, not from its name.
@@ -27,7 +28,8 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import di
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import safe_files
 from gpuprov.diagnose.snapshot import UtilizationSample
 
-# field -> metric names, preferred first (dcgm.md sections 1 and 4; ids from dcgm_fields.h).
+# field -> metric names, preferred first (NVIDIA/dcgm-exporter etc/default-counters.csv; ids
+# from NVIDIA/DCGM dcgm_fields.h).
 METRICS = {
     "sm_active": ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO"),                  # 1002
     "gr_engine_active": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"),  # 1001
@@ -152,7 +154,8 @@ def _scale(field, metric, help_text):
             return 0.01
         return 1.0
     if "byte" in text:
-        # dcgm-exporter 4.9.0 moves memory from MiB to bytes (release notes; dcgm.md section 1).
+        # dcgm-exporter 4.9.0 moves memory from MiB to bytes (NVIDIA/dcgm-exporter release notes,
+        # 4.9.0).
         return 1.0 / (1024 * 1024)
     return 1.0
 
@@ -193,7 +196,8 @@ def pod_of(labels):
 
     With a ServiceMonitor's default honorLabels: false, Prometheus renames the exporter's
     pod/namespace to exported_pod/exported_namespace because the target carries its own
-    (dcgm.md section 5); a bare `pod` is then the exporter itself. `pod_name` and
+    (Prometheus scrape_config honor_labels; prometheus-operator ServiceMonitor
+    honorLabels, default false); a bare `pod` is then the exporter itself. `pod_name` and
     `pod_namespace` are the exporter's -o spellings.
     """
     if labels.get("exported_pod"):

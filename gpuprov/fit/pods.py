@@ -52,7 +52,8 @@ def _slot(gpu, item, profile_index):
     if len(gpu.items) == 1:
         return view.memory_mib, view.memory_mib, "whole GPU"
     if gpu.shared_method == "hami":
-        # HAMi-core shows the container its gpumem cap as the device's memory (hami.md section 6).
+        # HAMi-core shows the container its gpumem cap as the device's memory (Project-HAMi/HAMi
+        # v2.10.0 README.md, its nvidia-smi inside a container; UNVERIFIED against HAMi-core's code).
         mib = math.ceil(item.memory_mib)
         return mib, mib, "HAMi slot"
     if gpu.shared_method == "mps":

@@ -31,8 +31,8 @@ IMAGE_TAG = "4.5.3-4.8.2-distroless"
 SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 GPU_OPERANDS_PAUSE_LABEL = gpu_operands.GPU_OPERANDS_PAUSE_LABEL
 GPU_OPERANDS_PAUSED = gpu_operands.GPU_OPERANDS_PAUSED
-# What `gpuprov diagnose --prometheus` reads (dcgm.md sections 3, 4): SM_ACTIVE and
-# SM_OCCUPANCY are off in the exporter's default list and must be on.
+# What `gpuprov diagnose --prometheus` reads (NVIDIA/dcgm-exporter etc/default-counters.csv,
+# 4.5.3-4.8.2): SM_ACTIVE and SM_OCCUPANCY are commented out of that default list and must be on.
 REQUIRED_COUNTERS = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_DRAM_ACTIVE",
                      "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_FB_USED",
                      "DCGM_FI_DEV_FB_FREE")

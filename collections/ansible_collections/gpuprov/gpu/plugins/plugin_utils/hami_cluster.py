@@ -15,7 +15,8 @@ values.yaml and templates/device-plugin/configmap.yaml):
 - ``gpu=on`` on HAMi nodes (the chart's ``devicePlugin.nvidiaNodeSelector``), and the label
   removed from every other planned node, so a node moved off HAMi loses HAMi's plugin.
 - the NVIDIA device plugin kept off ``gpu=on`` nodes by a NotIn term in its node affinity:
-  both plugins serve ``nvidia.com/gpu`` and must never run on one node (hami.md section 10).
+  both plugins serve ``nvidia.com/gpu`` and must never run on one node (Project-HAMi/HAMi v2.10.0
+  charts/hami/values.yaml: resourceName ``nvidia.com/gpu``).
 - HAMi's plugin reads its config once at start: the values carry a digest of the ConfigMap as
   a pod annotation, so a config change rolls the DaemonSet.
 """

@@ -20,6 +20,7 @@ One concept per file:
 - ``launch``: the kubelet's unit, its flags, and the flags that override managed keys.
 - ``versions``: what each kubelet release accepts.
 - ``atomic_write``: writing the file atomically with a backup.
+- ``errors``: ``KubeletConfigError``, the error every part raises.
 
 tests/test_kubelet_peer_*.py hold these against the kubelet's own code (tests/peers).
 

@@ -17,7 +17,7 @@ and the A100 MIG sample in NVIDIA's cloud-native docs, gpu-telemetry/dcgm-export
 - style "old" prints the names of exporter <= 4.8 (DCGM_FI_PROF_SM_ACTIVE, GPU_UTIL in %),
   style "new" the names DCGM 4.6's dcgm_fields.h makes canonical (DCGM_FI_PROF_SM_UTIL_RATIO,
   DCGM_FI_DEV_GPU_UTIL_RATIO as 0..1) and the lower-case hostname label. The new names of
-  FB_USED/FB_FREE were not found in the stored material (dcgm.md section 1), so both styles
+  FB_USED/FB_FREE are not known here (UNVERIFIED against NVIDIA/DCGM dcgm_fields.h 4.6), so both styles
   print FB_USED/FB_FREE in MiB, as the exporter's counters CSV describes them.
 
 Values may be constants or callables of the scrape count, so a test can make an instance
