@@ -21,7 +21,7 @@ import ast
 import json
 import re
 
-_MODULE_MESSAGE = re.compile(r"^Failed to (?P<verb>\w+) object: (?P<body>.*)$", re.S)
+_MODULE_MESSAGE = re.compile(r"^Failed to (?P<verb>\w+) object: (?P<body>.*)\Z", re.S | re.ASCII)
 _ADMISSION = ("ValidatingAdmissionPolicy", "admission webhook", "denied request", "denied the request")
 
 
