@@ -9,12 +9,16 @@ controlplane.NodeAgent.add_node); the agent creates each Node, and deletes it wh
     {"name": "gpu-a100-01", "labels": {...}, "taints": [...], "unschedulable": false,
      "address": "127.0.0.1", "cpu": "64", "memory": "512Gi", "pods": "110",
      "extended": {"nvidia.com/gpu": 8},            # advertised from the start
+     "kubelet_port_file": PATH,                    # a kubelet API (fake-kubelet serve --api-port-file)
+                                                   #   the API server's node proxy reaches
      "plugin": {"devices": {"nvidia.com/gpu": 8}}  # what a device plugin pod advertises when it
                or {"nvml_state": PATH},            #   starts: fixed, or read from the fake NVML
      "holder": {"nvml_state": PATH, "mount_pid_file": PATH}}
                        # a fleet node (tests/fleet): a pod that uses its GPUs runs a process in
-                       # the node's mount namespace (that of the pid in the file), listed as a
-                       # holder of every GPU in the node's fake NVML state while the pod runs
+                       # the node's mount namespace (that of the pid in the file; the agent's
+                       # own without the file, as for a molecule scenario's localhost node),
+                       # listed as a holder of every GPU in the node's fake NVML state while
+                       # the pod runs
 
 What the agent does, as a kubelet would:
 - Node status: Ready and the pressure conditions, capacity and allocatable (cpu, memory, pods
@@ -193,14 +197,32 @@ class Agent:
         conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
                            "message": "kubelet is posting ready status (gpuprov test node agent)",
                            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
-        return {"status": {
+        status = {
             "capacity": capacity, "allocatable": allocatable, "conditions": conditions,
             "addresses": [{"type": "InternalIP", "address": data.get("address", "127.0.0.1")},
                           {"type": "Hostname", "address": name}],
             "nodeInfo": {"kubeletVersion": self.version, "kubeProxyVersion": "", "operatingSystem": "linux",
                          "architecture": "amd64", "containerRuntimeVersion": "gpuprov-node-agent://1",
                          "kernelVersion": os.uname().release, "osImage": "gpuprov test node",
-                         "machineID": "", "systemUUID": "", "bootID": ""}}}
+                         "machineID": "", "systemUUID": "", "bootID": ""}}
+        port = self.kubelet_port(data)
+        if port:
+            # Where the API server's node proxy reaches the kubelet's HTTPS API.
+            status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": port}}
+        return {"status": status}
+
+    @staticmethod
+    def kubelet_port(data):
+        """The port of a real kubelet API the node has (the fake kubelet's, molecule's
+        kubelet_topology scenario), from "kubelet_port_file"; None without one."""
+        path = data.get("kubelet_port_file")
+        if not path:
+            return None
+        try:
+            with open(path) as handle:
+                return int(handle.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def heartbeat(self, name):
         """Node status and Lease, as the kubelet's node status and lease loops post them."""
@@ -312,13 +334,15 @@ class Agent:
         holder = self.specs[pod.spec.node_name].data.get("holder")
         if not holder or not self.uses_gpus(pod):
             return
-        with open(holder["mount_pid_file"]) as handle:
-            node_pid = int(handle.read().split()[0])
         import subprocess
         import fake_device_plugin
-        # nsenter execs sleep in the same process: its pid is the pod's process on the node.
-        process = subprocess.Popen(["nsenter", "--mount=/proc/%d/ns/mnt" % node_pid, "--", "sleep", "86400"],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        argv = ["sleep", "86400"]
+        if holder.get("mount_pid_file"):
+            with open(holder["mount_pid_file"]) as handle:
+                node_pid = int(handle.read().split()[0])
+            # nsenter execs sleep in the same process: its pid is the pod's process on the node.
+            argv = ["nsenter", "--mount=/proc/%d/ns/mnt" % node_pid, "--"] + argv
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
         name = "pod %s/%s" % (pod.metadata.namespace, pod.metadata.name)
         with fake_device_plugin.nvml_state(holder["nvml_state"]) as state:
@@ -509,6 +533,13 @@ def main(argv=None):
         agent.run()
     except KeyboardInterrupt:
         pass
+    finally:
+        # A stopped kubelet's pods die with the node here: no holder process outlives the agent.
+        for uid in list(agent.holders):
+            try:
+                agent.stop_holder(uid)
+            except (OSError, ValueError) as error:
+                print("node agent: holder of pod %s: %s" % (uid, error), file=sys.stderr)
     return 0
 
 
