@@ -30,6 +30,17 @@ if ! [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nul
         || echo "    (could not install openssh-server: fleet tests will be skipped)"
 fi
 
+# The cluster-side tests read the Node and the kubelet's configz with a real kubectl through the
+# test control plane's node proxy (Debian's kubernetes-client, where the machine has none).
+if ! command -v kubectl >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing kubectl (kubernetes-client) for the control-plane tests"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 \
+             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client \
+                >/dev/null 2>&1; }) \
+        || echo "    (could not install kubernetes-client: the kubectl tests will fail)"
+fi
+
 # `diagnose --report` is checked in a real headless browser (tests skip without it).
 if ! [ -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "==> installing chromium for the diagnose --report tests"

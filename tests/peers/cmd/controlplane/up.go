@@ -327,6 +327,9 @@ func up(args []string) int {
 		"--service-account-key-file="+saPublic,
 		"--service-account-signing-key-file="+saPrivate,
 		"--service-cluster-ip-range=10.96.0.0/12",
+		// As kubeadm sets it: the node proxy dials a node's InternalIP (a fake kubelet's API
+		// on a non-loopback address; the proxy refuses loopback ones).
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--cert-dir="+filepath.Join(root, "pki", "apiserver-generated"),
 		"--profiling=false",
 		"--v=1",
