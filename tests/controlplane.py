@@ -211,10 +211,12 @@ class ControlPlane:
             env.pop(name, None)
         return env
 
-    def run_playbook(self, playbook, tmp_path, hosts, variables=None, on_line=None, extra_args=(), timeout=600):
+    def run_playbook(self, playbook, tmp_path, hosts, variables=None, on_line=None, extra_args=(), timeout=600,
+                     env=None):
         """ansible-playbook against this cluster on local-connection HOSTS ({name: vars}), with
-        gpuprov_kubeconfig set for each; on_line(line) sees its output as it comes. Returns a
-        CompletedProcess with stdout and stderr together in stdout."""
+        gpuprov_kubeconfig set for each; on_line(line) sees its output as it comes; ENV: more
+        environment variables (e.g. helm's homes). Returns a CompletedProcess with stdout and
+        stderr together in stdout."""
         import yaml
         inventory = os.path.join(str(tmp_path), "inventory.yml")
         with open(inventory, "w") as handle:
@@ -222,11 +224,13 @@ class ControlPlane:
                 (name, dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                              "gpuprov_kubeconfig": self.kubeconfig}, **(host_vars or {})))
                 for name, host_vars in hosts.items())}}, handle)
-        env = self.ansible_env()
-        env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=os.path.join(str(tmp_path), "tmp"))
+        run_env = self.ansible_env()
+        run_env.update(env or {})
+        run_env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                       ANSIBLE_LOCAL_TEMP=os.path.join(str(tmp_path), "tmp"))
         args = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, playbook,
                 "-e", json.dumps(variables or {}), *extra_args]
-        process = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(args, cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines = []
         for line in process.stdout:
             lines.append(line)

@@ -200,8 +200,12 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
              for c in calls if c["tool"] in ("kubernetes.core.helm", "kubernetes.core.k8s")
              and "node-feature-discovery" not in c["params"].get("chart_ref", "")]
     assert order[0] == ("helm", 6) and order[-1] == ("helm", 5) and set(order[1:-1]) == {("k8s", 0)}
-    # The pruning upgrade does not roll the DaemonSet a second time: both carry the same digest.
+    # The pruning upgrade does not roll the DaemonSet a second time: both carry the same digest,
+    # and the chart's own checksum/config (of its whole ConfigMap) is set to it, so the chart does
+    # not put a digest of the pruned map in its place. Each node's pods started twice: the
+    # install and the roll for ts-8.
     assert installs[0]["podAnnotations"] == installs[1]["podAnnotations"]
+    assert set(state["daemonset_pods"]["nvidia-device-plugin/nvidia-device-plugin"].values()) == {2}
     new_hash = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]["podAnnotations"][
         cluster.CONFIG_HASH_ANNOTATION]
     assert new_hash != first_hash

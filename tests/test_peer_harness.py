@@ -34,3 +34,16 @@ def test_binary_reports_the_pinned_versions():
 def test_usage_errors_exit_2():
     with pytest.raises(AssertionError, match="exit 2"):
         run_peer("no-such-subcommand")
+
+
+def test_helm_reports_the_pinned_release():
+    """helm is stamped as its release builds are (build.py version_ldflags): kubernetes.core
+    reads `helm version` (module_utils/helm.py get_helm_version) to gate options on it."""
+    import subprocess
+
+    from helm_repo import helm_binary
+    from upstream_sources import pinned_version
+    pinned = pinned_version("helm.sh/helm/v3")
+    out = subprocess.run([helm_binary(), "version"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith('version.BuildInfo{Version:"%s",' % pinned), out
+    assert pinned == "v3.21.4"  # the approved release (not v3.22.0)

@@ -54,7 +54,15 @@ CASES = {
         "scratch-emptydir", {"team/scratch": {"nodeName": NODE, "labels": {"app": "scratch"}, "owner": None,
                                               "emptyDir": True}},
         {}, {"ignore_daemonsets": True, "delete_emptydir_data": True}),
+    # kubernetes.core 6.2.0 k8s_drain.py passes terminate_grace_period only when it is truthy
+    # ("if self._drain_options.get('terminate_grace_period')"): 0 leaves the pod's own grace
+    # period, so a pod that takes an hour to stop is still terminating when wait_timeout ends.
+    "terminate_grace_period 0 keeps the pod's own grace period": (
+        "slow", {"team/WEB": {"nodeName": NODE, "labels": {"app": "slow"},
+                              "owner": {"kind": "ReplicaSet", "name": "slow-1"}, "terminationSeconds": 3600}},
+        {}, {"ignore_daemonsets": True, "terminate_grace_period": 0, "wait_timeout": 3, "wait_sleep": 1}),
 }
+TIMEOUT_WARNING = "timeout reached while pods were still running."
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -68,6 +76,8 @@ def test_the_stub_drain_answers_as_the_real_module(cluster, tmp_path, case):
         cluster.create(objects.pod_disruption_budget("web", "team", "web", min_available=1))
         wait_for(lambda: cluster.policy().read_namespaced_pod_disruption_budget("web", "team").status.current_healthy == 1,
                  what="the budget")
+    elif real_pods == "slow":
+        cluster.create(objects.deployment("slow", "team", replicas=1, grace=3600, shutdown_seconds=3600))
     else:
         cluster.create(objects.bare_pod("scratch", "team", NODE, emptydir=real_pods.endswith("emptydir")))
     pod = wait_for(lambda: [p for p in cluster.core().list_namespaced_pod("team").items if p.status.phase == "Running"],
@@ -84,3 +94,9 @@ def test_the_stub_drain_answers_as_the_real_module(cluster, tmp_path, case):
                        if p.spec.node_name == NODE and not p.metadata.deletion_timestamp)
     left_stub = sorted(k for k, p in json.loads(state_path.read_text())["pods"].items() if not p.get("deleting"))
     assert left_real == left_stub
+    # Pods evicted but still stopping (a replacement may run elsewhere: not counted).
+    stopping_real = sorted("team/" + p.metadata.name for p in cluster.core().list_namespaced_pod("team").items
+                           if p.metadata.deletion_timestamp)
+    stopping_stub = sorted(k for k, p in json.loads(state_path.read_text())["pods"].items() if p.get("deleting"))
+    assert stopping_real == stopping_stub
+    assert (TIMEOUT_WARNING in real[2]) == (TIMEOUT_WARNING in stub[2]), (real[2], stub[2])

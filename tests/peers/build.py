@@ -2,7 +2,8 @@
 
     python tests/peers/build.py [--print-dir]
 
-The binaries land in $GPUPROV_PEERS_CACHE (default ~/.cache/gpuprov/peers)/<hash>/, where
+Every main package under cmd/ and every `tool` go.mod names (the real Helm client, helm) is
+built. The binaries land in $GPUPROV_PEERS_CACHE (default ~/.cache/gpuprov/peers)/<hash>/, where
 <hash> covers go.mod, go.sum and every .go file here, so a changed harness is rebuilt and an
 unchanged one is reused by every checkout. Go's own module and build caches (GOMODCACHE,
 GOCACHE) are reused as well. Then `go vet ./...` runs, on an up-to-date build too. Prints the
@@ -49,33 +50,90 @@ def build_dir():
     return os.path.join(cache_root(), source_hash())
 
 
+def tools():
+    """The packages of go.mod's `tool` directives (`go get -tool PKG@VERSION` adds one)."""
+    found = []
+    block = False
+    with open(os.path.join(HERE, "go.mod")) as handle:
+        for line in handle:
+            words = line.split("//")[0].split()
+            if block:
+                if words == [")"]:
+                    block = False
+                elif words:
+                    found.append(words[0])
+            elif words[:2] == ["tool", "("]:
+                block = True
+            elif words[:1] == ["tool"] and len(words) == 2:
+                found.append(words[1])
+    return sorted(found)
+
+
 def commands():
-    return sorted(name for name in os.listdir(COMMANDS_DIR)
-                  if os.path.isdir(os.path.join(COMMANDS_DIR, name)))
+    """The binaries' names: cmd/<name>, and each tool's last path element (go build names it so)."""
+    names = [name for name in os.listdir(COMMANDS_DIR) if os.path.isdir(os.path.join(COMMANDS_DIR, name))]
+    return sorted(names + [package.rstrip("/").split("/")[-1] for package in tools()])
 
 
-def kubernetes_version():
-    """The k8s.io/kubernetes version go.mod requires (e.g. v1.37.2), or None."""
+def required_version(module):
+    """The version go.mod requires of MODULE (e.g. v1.37.2), or None."""
     with open(os.path.join(HERE, "go.mod")) as handle:
         for line in handle:
             words = line.split()
             if words[:1] == ["require"]:
                 words = words[1:]
-            if len(words) >= 2 and words[0] == "k8s.io/kubernetes" and "=>" not in words:
+            if len(words) >= 2 and words[0] == module and "=>" not in words:
                 return words[1]
     return None
 
 
+def kubernetes_version():
+    """The k8s.io/kubernetes version go.mod requires (e.g. v1.37.2), or None."""
+    return required_version("k8s.io/kubernetes")
+
+
 def version_ldflags():
     """The components report the release they were built from (kubectl version, /version),
-    as upstream's builds stamp it (hack/lib/version.sh: k8s.io/component-base/version)."""
+    as upstream's builds stamp it (hack/lib/version.sh: k8s.io/component-base/version).
+
+    helm, as helm's Makefile stamps a release (helm.sh/helm/v3 v3.21.4 Makefile: LDFLAGS):
+    internal/version.version is the tag (unstamped, `helm version` says only "v3.21"), metadata
+    empty for a tag; and chartutil's / lint's default Kubernetes version (used where helm does
+    not ask a server, e.g. `helm template`) is derived from the client-go version it builds
+    with: major + 1, minor (client-go v0.37.2 here, through the replace directives, gives 1.37).
+    gitCommit stays empty (the module zip carries no commit). -X of a package a binary does not
+    link is ignored, so one flag set serves every binary."""
+    flags = []
     version = kubernetes_version()
-    if not version:
-        return []
-    major, minor = version.lstrip("v").split(".")[:2]
-    package = "k8s.io/component-base/version"
-    return ["-ldflags", " ".join("-X %s.%s=%s" % (package, name, value) for name, value in (
-        ("gitVersion", version), ("gitMajor", major), ("gitMinor", minor), ("gitTreeState", "clean")))]
+    if version:
+        major, minor = version.lstrip("v").split(".")[:2]
+        package = "k8s.io/component-base/version"
+        flags += ["-X %s.%s=%s" % (package, name, value) for name, value in (
+            ("gitVersion", version), ("gitMajor", major), ("gitMinor", minor), ("gitTreeState", "clean"))]
+    helm = required_version("helm.sh/helm/v3")
+    if helm:
+        flags += ["-X helm.sh/helm/v3/internal/version.version=%s" % helm,
+                  "-X helm.sh/helm/v3/internal/version.metadata=",
+                  "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"]
+        client_go = client_go_version()
+        if client_go:
+            major, minor = client_go.lstrip("v").split(".")[:2]
+            for package in ("helm.sh/helm/v3/pkg/chartutil", "helm.sh/helm/v3/pkg/lint/rules"):
+                flags += ["-X %s.k8sVersionMajor=%d" % (package, int(major) + 1),
+                          "-X %s.k8sVersionMinor=%s" % (package, minor)]
+    return ["-ldflags", " ".join(flags)] if flags else []
+
+
+def client_go_version():
+    """The k8s.io/client-go version the build uses: its replace target, else its requirement."""
+    with open(os.path.join(HERE, "go.mod")) as handle:
+        for line in handle:
+            words = line.split()
+            if words[:1] == ["replace"]:
+                words = words[1:]
+            if len(words) == 4 and words[0] == "k8s.io/client-go" and words[1] == "=>":
+                return words[3]
+    return required_version("k8s.io/client-go")
 
 
 def find_go():
@@ -115,7 +173,8 @@ def build():
     started = time.monotonic()
     # No -trimpath: it is part of every package's cache key, and without it `go vet` and
     # `go test` reuse what this build compiled.
-    result = subprocess.run([go, "build", *version_ldflags(), "-o", staging + os.sep, "./cmd/..."], cwd=HERE, env=env)
+    result = subprocess.run([go, "build", *version_ldflags(), "-o", staging + os.sep, "./cmd/...", *tools()],
+                            cwd=HERE, env=env)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)

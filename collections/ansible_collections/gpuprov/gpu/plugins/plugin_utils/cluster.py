@@ -60,6 +60,11 @@ MIG_PARTED_CONFIGMAP_KEY = "config.yaml"  # the key the GPU Operator's MIG manag
 CONFIG_LABEL = device_plugin.CONFIG_LABEL
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 CONFIG_HASH_ANNOTATION = "gpuprov.io/device-plugin-configs-sha256"
+# The chart adds checksum/config (the sha256 of its whole rendered ConfigMap) to the pod
+# template unless podAnnotations has that key (NVIDIA/k8s-device-plugin v0.19.3
+# deployments/helm/nvidia-device-plugin/templates/_helpers.tpl, "nvidia-device-plugin.podAnnotations";
+# UNVERIFIED for 0.20.0): set to gpuprov's digest, a prune of unused configs rolls nothing.
+CHART_CONFIG_CHECKSUM_ANNOTATION = "checksum/config"
 DEFAULT_CONFIG_ANNOTATION = "gpuprov.io/default-config"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuprov"}
 
@@ -319,7 +324,8 @@ def device_plugin_values(nodes, configs, default_config=DEFAULT_CONFIG, image_re
         "nfd": {"enabled": False},
         # A config change changes the pod template, so the DaemonSet rolls and the plugin
         # rereads its configs.
-        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(digest_data)},
+        "podAnnotations": {CONFIG_HASH_ANNOTATION: configs_sha256(digest_data),
+                           CHART_CONFIG_CHECKSUM_ANNOTATION: configs_sha256(digest_data)},
         # The chart gives this affinity to the device plugin, GFD and MPS control daemon
         # DaemonSets (templates/daemonset-*.yml use .Values.affinity), so all leave a node
         # labelled gpuprov.io/gpu-operands=paused before its MIG layout changes.

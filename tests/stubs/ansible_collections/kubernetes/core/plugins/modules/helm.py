@@ -5,10 +5,27 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+import json
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils import fake_cluster
 
 DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
+CONFIG_CHECKSUM = "checksum/config"
+
+
+def pod_template_annotations(values):
+    """The annotations the device plugin chart gives its pod templates: podAnnotations, plus
+    checksum/config, the sha256 of its rendered ConfigMap, unless podAnnotations sets that key
+    (NVIDIA/k8s-device-plugin v0.19.3 deployments/helm/nvidia-device-plugin/templates/_helpers.tpl,
+    "nvidia-device-plugin.podAnnotations"). Here a digest of config.map stands for the one of
+    the rendered ConfigMap: it changes when and only when the map does."""
+    annotations = dict(values.get("podAnnotations") or {})
+    config_map = (values.get("config") or {}).get("map")
+    if config_map and CONFIG_CHECKSUM not in annotations:
+        annotations[CONFIG_CHECKSUM] = hashlib.sha256(json.dumps(config_map, sort_keys=True).encode()).hexdigest()
+    return annotations
 
 
 def chart_name(chart_ref):
@@ -69,8 +86,16 @@ def main():
         if changed and not module.check_mode:
             del state["releases"][key]
             fake_cluster.save(state)
-        module.exit_json(changed=changed)
+        # kubernetes.core 6.2.0 modules/helm.py: the release status after `helm uninstall`
+        # (none: the release is gone), or the status it found (none) when nothing was there.
+        module.exit_json(changed=changed, status=None)
 
+    if params["update_repo_cache"] and not state["repositories"]:
+        # kubernetes.core 6.2.0 modules/helm.py runs `helm repo update` first; helm fails it when
+        # no repository was ever added.
+        stderr = "Error: no repositories found. You must add one before updating\n"
+        module.fail_json(msg="Failure when executing Helm command. Exited 1.\nstdout: \nstderr: %s" % stderr,
+                         stdout="", stderr=stderr, command="helm repo update")
     chart_ref = params["chart_ref"]
     if not chart_ref.startswith("oci://") and "/" in chart_ref and not params["chart_repo_url"]:
         repo = chart_ref.split("/", 1)[0]
@@ -94,7 +119,7 @@ def main():
             fullname = daemonset_name(params["release_name"])
             ds_key = "%s/%s" % (params["release_namespace"], fullname)
             daemonset = state["daemonsets"].setdefault(ds_key, {"ready": True})
-            annotations = dict(params["release_values"].get("podAnnotations") or {})
+            annotations = pod_template_annotations(params["release_values"])
             # A new pod template (or the first install) restarts the chart's pods; a values
             # change outside the template (e.g. config.map alone) only updates the ConfigMap.
             template_changed = current is None or daemonset.get("podAnnotations") != annotations

@@ -30,8 +30,15 @@ def main():
     fake_cluster.record(module, "kubernetes.core.helm_repository")
     name, url = module.params["repo_name"], module.params["repo_url"]
     if url and url.startswith("oci://"):
-        # helm: "Error: looks like "oci://..." is not a valid chart repository"
-        module.fail_json(msg='Error: looks like "%s" is not a valid chart repository or cannot be reached' % url)
+        # helm v3.21.4 `repo add` reads an OCI URL's index through the OCI getter and fails; the
+        # module wraps helm's stderr (kubernetes.core 6.2.0 module_utils/helm.py run_helm_command).
+        # After "cannot be reached: " helm names the cause (for oci://registry.example.com/charts:
+        # failed to perform "FetchReference" on source: invalid reference); the stub cannot know it.
+        command = "helm repo add %s %s" % (name, url)
+        stderr = 'Error: looks like "%s" is not a valid chart repository or cannot be reached: %s\n' % (
+            url, "failed to perform \"FetchReference\" on source: invalid reference")
+        module.fail_json(msg="Failure when executing Helm command. Exited 1.\nstdout: \nstderr: %s" % stderr,
+                         stdout="", stderr=stderr, command=command)
     state = fake_cluster.load(module)
     current = state["repositories"].get(name)
     if module.params["repo_state"] == "absent":

@@ -23,7 +23,10 @@ def server_refusal(verb, code, reason, message, details=None):
 
 
 def present_configmap(module, definition):
-    """state=present of a v1 ConfigMap: create or replace its data and labels."""
+    """state=present of a v1 ConfigMap: create it, or patch the one there, as kubernetes.core
+    6.2.0 does (module_utils/k8s/runner.py perform_action: an existing object is updated with
+    service.update, a strategic merge patch, method "update"): data keys and labels the
+    definition does not name stay, a null removes one."""
     if definition.get("kind") != "ConfigMap" or definition.get("apiVersion") != "v1":
         module.fail_json(msg="fake cluster: state=present is implemented for v1 ConfigMap objects only")
     metadata = definition.get("metadata") or {}
@@ -43,7 +46,12 @@ def present_configmap(module, definition):
     configmaps = state.setdefault("configmaps", {})
     key = "%s/%s" % (namespace, name)
     before = configmaps.get(key)
-    after = {"labels": dict(metadata.get("labels") or {}), "data": dict(data)}
+    if before is None:
+        after = {"labels": dict((k, v) for k, v in (metadata.get("labels") or {}).items() if v is not None),
+                 "data": dict((k, v) for k, v in data.items() if v is not None)}
+    else:
+        after = {"labels": _merged(before.get("labels") or {}, metadata.get("labels")),
+                 "data": _merged(before.get("data") or {}, data)}
     changed = before != after
     if changed and not module.check_mode:
         configmaps[key] = after
@@ -89,7 +97,9 @@ def main():
             name=dict(type="str"),
             namespace=dict(type="str"),
             api_version=dict(type="str", default="v1", aliases=["api", "version"]),
-            merge_type=dict(type="list", elements="str", choices=["json", "merge", "strategic-merge"]),
+            # kubernetes.core 6.2.0 module_utils/args_common.py: no "json" (a JSON patch is a
+            # list of operations, which a definition is not); it fails argument validation.
+            merge_type=dict(type="list", elements="str", choices=["merge", "strategic-merge"]),
             force=dict(type="bool", default=False),
             apply=dict(type="bool", default=False),
             wait=dict(type="bool", default=False),
@@ -119,8 +129,11 @@ def main():
     state = fake_cluster.load(module)
     node = state["nodes"].get(metadata.get("name"))
     if node is None:
-        # kubernetes.core: "patched" skips a missing object without an error.
-        module.exit_json(changed=False, result={}, method="patch")
+        # kubernetes.core 6.2.0 (module_utils/k8s/runner.py perform_action): "patched" skips a
+        # missing object without an error, with this warning and no "method".
+        module.warn("resource 'kind=Node,name={0}' was not found but will not be created as 'state' parameter "
+                    "has been set to 'patched'".format(metadata.get("name")))
+        module.exit_json(changed=False, result={})
     before = copy.deepcopy(node.get("labels") or {})
     after = _merged(before, metadata.get("labels"))
     annotations_before = copy.deepcopy(node.get("annotations") or {})
@@ -136,8 +149,10 @@ def main():
             # config-manager follows the label and restarts the plugin with the new config.
             fake_cluster.start_plugin(fake_cluster.ensure_pod_state(state), metadata["name"])
         fake_cluster.save(state)
-    result = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": metadata["name"], "labels": after}}
-    module.exit_json(changed=changed, method="patch", result=result,
+    result = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": metadata["name"], "labels": after,
+                                                               "annotations": annotations_after}}
+    # The real module patches an existing object through service.update: method "update".
+    module.exit_json(changed=changed, method="update", result=result,
                      diff={"before": {"metadata": {"labels": before}}, "after": {"metadata": {"labels": after}}})
 
 

@@ -137,8 +137,11 @@ def main():
             for pdb in state["pdbs"].values():
                 if all((pod.get("labels") or {}).get(k) == v for k, v in pdb["selector"].items()):
                     pdb["disruptionsAllowed"] = max(0, pdb.get("disruptionsAllowed", 0) - 1)
+        # kubernetes.core 6.2.0 k8s_drain.py sends delete options only for a truthy
+        # terminate_grace_period ("if self._drain_options.get('terminate_grace_period')"): 0, like
+        # none, leaves the pod's own grace period.
         grace = options["terminate_grace_period"]
-        seconds = pod.get("terminationSeconds", 0) if grace is None else grace
+        seconds = pod.get("terminationSeconds", 0) if not grace else grace
         if key in state["pods"]:
             if seconds:
                 state["pods"][key].update(deleting=True, terminationSeconds=seconds)
