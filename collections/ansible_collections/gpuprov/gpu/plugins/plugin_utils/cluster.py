@@ -72,15 +72,6 @@ class ClusterRenderError(ValueError):
         super(ClusterRenderError, self).__init__("; ".join(self.problems))
 
 
-def plain_data(value):
-    """``value`` as plain dict/list/str/int/bool/None.
-
-    Ansible hands filters subclasses of str and dict that carry its own tags; PyYAML's safe
-    dumper represents only the exact built-in types, and a JSON round trip gives those.
-    """
-    return json.loads(json.dumps(value))
-
-
 # -- device-plugin configs -------------------------------------------------------------------
 def config_text(config):
     """A config as the YAML text the plugin reads (key order kept: version first)."""
