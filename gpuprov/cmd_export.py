@@ -121,6 +121,7 @@ def _helm_values_files(cluster, fleet, configs, namespace, default_config):
 
 def _hami_files(cluster, fleet, namespace):
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     nodes = fleet.result["nodes"]
     if not hami_cluster.hami_hosts(nodes):
@@ -132,7 +133,7 @@ def _hami_files(cluster, fleet, namespace):
         patches = hami_cluster.label_patches(nodes, node_names)
         values = hami_cluster.values(nodes, node_names)
     except hami_cluster.HamiRenderError as exc:
-        raise cluster.ClusterRenderError(exc.problems)
+        raise ClusterRenderError(exc.problems)
     chart = "%s/%s" % (hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_NAME)
     helm = cluster.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
                                 "hami-values.yaml")
@@ -182,13 +183,14 @@ def _model_lookup(catalog_file):
 
 def _dra_files(cluster, fleet, catalog_file):
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dra
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
 
     nodes = fleet.result["nodes"]
     try:
         rendered = dra.export(nodes, _model_lookup(catalog_file), _node_names(nodes))
     except dra.DraRenderError as exc:
-        raise cluster.ClusterRenderError(exc.problems)
+        raise ClusterRenderError(exc.problems)
     head = [
         "What NVIDIA's DRA driver (gpu.nvidia.com, %s, static MIG) publishes for each planned node"
         % dra.DRIVER_RELEASE,
@@ -281,6 +283,7 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
     cannot be written.
     """
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
     configs = dict(fleet.result["device_plugin_configs"])
@@ -301,7 +304,7 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
             files = _dra_files(cluster, fleet, catalog_file)
         else:
             files = _helm_values_files(cluster, fleet, configs, namespace, default_config)
-    except cluster.ClusterRenderError as exc:
+    except ClusterRenderError as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
 
     if output_dir is None and output == "json":

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,7 +58,7 @@ def test_node_label_patches_validate_and_carry_the_plan_labels(fleet):
 def test_node_names_are_mapped_and_checked(fleet):
     patches = cluster.node_label_patches(fleet["nodes"], {"gpu-t4-01": "gpu-t4-01.cluster.local"})
     assert "gpu-t4-01.cluster.local" in [p["metadata"]["name"] for p in patches]
-    with pytest.raises(cluster.ClusterRenderError) as info:
+    with pytest.raises(ClusterRenderError) as info:
         cluster.node_label_patches(fleet["nodes"], {"gpu-t4-01": "GPU_T4_01", "gpu-x": "gpu-x"})
     text = str(info.value)
     assert "gpu-t4-01: 'GPU_T4_01' is not a valid Kubernetes node name" in text
@@ -86,7 +87,7 @@ def test_configs_are_checked_before_rendering(fleet):
     for plan in nodes.values():
         if plan["device_plugin"]["config_name"] == "ts-4":
             plan["device_plugin"]["config"] = configs["ts-4"]
-    with pytest.raises(cluster.ClusterRenderError) as info:
+    with pytest.raises(ClusterRenderError) as info:
         cluster.device_plugin_values(nodes, configs)
     assert "device-plugin config ts-4: sharing.timeSlicing.resources[0].replicas: must be >= 2, got 1" in str(info.value)
 
@@ -94,10 +95,10 @@ def test_configs_are_checked_before_rendering(fleet):
 def test_nodes_and_configs_from_different_plans_are_refused(fleet):
     configs = dict(fleet["device_plugin_configs"])
     del configs["ts-4"]
-    with pytest.raises(cluster.ClusterRenderError) as info:
+    with pytest.raises(ClusterRenderError) as info:
         cluster.config_map_data(fleet["nodes"], configs)
     assert "gpu-t4-01: device-plugin config ts-4 is not among the fleet's configs" in str(info.value)
-    with pytest.raises(cluster.ClusterRenderError) as info:
+    with pytest.raises(ClusterRenderError) as info:
         cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-16")
     assert "default config 'ts-16' is not one of the planned configs" in str(info.value)
     # A planned config may be the default; then nothing is added.

@@ -36,6 +36,7 @@ import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
     catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster, kubernetes_names)
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
 # Pinned chart versions: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/Chart.yaml
 # (v0.20.0) and kubernetes-sigs/node-feature-discovery deployment/helm/node-feature-discovery/Chart.yaml (v0.19.0).
@@ -62,14 +63,6 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 CONFIG_HASH_ANNOTATION = "gpuprov.io/device-plugin-configs-sha256"
 DEFAULT_CONFIG_ANNOTATION = "gpuprov.io/default-config"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuprov"}
-
-
-class ClusterRenderError(ValueError):
-    """The plans cannot be rendered for the cluster; ``problems`` holds one line each."""
-
-    def __init__(self, problems):
-        self.problems = list(problems)
-        super(ClusterRenderError, self).__init__("; ".join(self.problems))
 
 
 # -- device-plugin configs -------------------------------------------------------------------

@@ -14,7 +14,8 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
 
 def plain_data(value):
@@ -33,7 +34,7 @@ def render_plan(filter_name, render, nodes, *args, **kwargs):
     nodes, args, kwargs = plain_data([nodes, list(args), kwargs])
     try:
         return render(nodes, *args, **kwargs)
-    except (cluster.ClusterRenderError, hami_cluster.HamiRenderError) as exc:
+    except (ClusterRenderError, hami_cluster.HamiRenderError) as exc:
         raise AnsibleFilterError("%s: %s" % (filter_name, "; ".join(exc.problems)))
     except (KeyError, TypeError, AttributeError) as exc:
         raise AnsibleFilterError("%s: the input is not a gpuprov node plan mapping (%s)" % (filter_name, exc))
