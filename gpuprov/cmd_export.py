@@ -37,10 +37,12 @@ def _yaml_file(name, comment_lines, documents):
 
 
 def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels
+
     nodes = fleet.result["nodes"]
     configmap = cluster.device_plugin_configmap(nodes, configs, default_config=default_config,
                                                 namespace=namespace or cluster.DEVICE_PLUGIN_NAMESPACE)
-    patches = cluster.node_label_patches(nodes, _node_names(nodes))
+    patches = node_labels.node_label_patches(nodes, _node_names(nodes))
     name = configmap["metadata"]["name"]
     return [
         _yaml_file("device-plugin-configmap.yaml", [
@@ -54,14 +56,16 @@ def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
             "  kubectl apply --server-side --field-manager=gpuprov -f node-labels.yaml",
             "(server-side apply owns only these labels) or run label-nodes.sh.",
         ], patches),
-        ExportFile("label-nodes.sh", cluster.shell_script(
-            cluster.kubectl_label_commands(patches),
+        ExportFile("label-nodes.sh", node_labels.shell_script(
+            node_labels.kubectl_label_commands(patches),
             "Label each node with its device-plugin config (gpuprov export device-plugin)."),
             executable=True, stdout=False),
     ]
 
 
 def _mig_parted_files(cluster, fleet, namespace):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels
+
     document, assignment = cluster.mig_parted_export(fleet.result["nodes"])
     if not assignment:
         fail_bad_input(["no planned node has MIG-capable GPUs; there is nothing to export for mig-parted"])
@@ -81,14 +85,16 @@ def _mig_parted_files(cluster, fleet, namespace):
             "Each node's %s label; the MIG manager reconfigures a node when it changes." % cluster.MIG_CONFIG_LABEL,
             "  kubectl apply --server-side --field-manager=gpuprov -f mig-config-labels.yaml",
         ], patches),
-        ExportFile("label-mig-config.sh", cluster.shell_script(
-            cluster.kubectl_label_commands(patches),
+        ExportFile("label-mig-config.sh", node_labels.shell_script(
+            node_labels.kubectl_label_commands(patches),
             "Select each node's MIG config for the MIG manager (gpuprov export mig-parted)."),
             executable=True, stdout=False),
     ]
 
 
 def _helm_values_files(cluster, fleet, configs, namespace, default_config):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels
+
     nodes = fleet.result["nodes"]
     namespace = namespace or cluster.DEVICE_PLUGIN_NAMESPACE
     plugin_values = cluster.device_plugin_values(nodes, configs, default_config=default_config)
@@ -98,7 +104,7 @@ def _helm_values_files(cluster, fleet, configs, namespace, default_config):
                                    cluster.NFD_NAMESPACE, "nfd-values.yaml")
     plugin_cmd = cluster.helm_command(cluster.DEVICE_PLUGIN_CHART_NAME, plugin_ref, cluster.DEVICE_PLUGIN_CHART_VERSION,
                                       namespace, "nvidia-device-plugin-values.yaml")
-    install = cluster.shell_script([
+    install = node_labels.shell_script([
         ["helm", "repo", "add", "--force-update", "nvdp", cluster.DEVICE_PLUGIN_CHART_REPO],
         nfd_cmd,
         plugin_cmd,
@@ -120,7 +126,7 @@ def _helm_values_files(cluster, fleet, configs, namespace, default_config):
 
 
 def _hami_files(cluster, fleet, namespace):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, node_labels
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     nodes = fleet.result["nodes"]
@@ -137,7 +143,7 @@ def _hami_files(cluster, fleet, namespace):
     chart = "%s/%s" % (hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_NAME)
     helm = cluster.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
                                 "hami-values.yaml")
-    install = cluster.shell_script(
+    install = node_labels.shell_script(
         [["kubectl", "apply", "--server-side", "--field-manager=gpuprov", "-f", "hami-device-plugin-configmap.yaml"]]
         + hami_cluster.kubectl_label_commands(patches)
         + [["helm", "repo", "add", "--force-update", hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_REPO], helm],

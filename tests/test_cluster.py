@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted, node_labels
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 from gpuprov.planning import plan_inventory
 
@@ -48,7 +48,7 @@ def test_device_plugin_configmap_validates_and_holds_every_config(fleet):
 
 
 def test_node_label_patches_validate_and_carry_the_plan_labels(fleet):
-    patches = cluster.node_label_patches(fleet["nodes"])
+    patches = node_labels.node_label_patches(fleet["nodes"])
     for patch in patches:
         _validate(patch)
     assert dict((p["metadata"]["name"], p["metadata"]["labels"]) for p in patches) == dict(
@@ -56,10 +56,10 @@ def test_node_label_patches_validate_and_carry_the_plan_labels(fleet):
 
 
 def test_node_names_are_mapped_and_checked(fleet):
-    patches = cluster.node_label_patches(fleet["nodes"], {"gpu-t4-01": "gpu-t4-01.cluster.local"})
+    patches = node_labels.node_label_patches(fleet["nodes"], {"gpu-t4-01": "gpu-t4-01.cluster.local"})
     assert "gpu-t4-01.cluster.local" in [p["metadata"]["name"] for p in patches]
     with pytest.raises(ClusterRenderError) as info:
-        cluster.node_label_patches(fleet["nodes"], {"gpu-t4-01": "GPU_T4_01", "gpu-x": "gpu-x"})
+        node_labels.node_label_patches(fleet["nodes"], {"gpu-t4-01": "GPU_T4_01", "gpu-x": "gpu-x"})
     text = str(info.value)
     assert "gpu-t4-01: 'GPU_T4_01' is not a valid Kubernetes node name" in text
     assert "host(s) without a plan: gpu-x" in text
@@ -234,7 +234,7 @@ def test_shell_script_quotes_every_word():
     import shlex
 
     commands = [["kubectl", "label", "node", "n1", "--overwrite", "a=b c"], ["echo", "$(rm -rf /)", "'x'"]]
-    script = cluster.shell_script(commands, "test")
+    script = node_labels.shell_script(commands, "test")
     lines = script.splitlines()
     assert lines[:3] == ["#!/bin/sh", "# test", "set -eu"]
     assert [shlex.split(line) for line in lines[3:]] == commands

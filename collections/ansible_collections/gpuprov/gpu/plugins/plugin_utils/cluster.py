@@ -30,12 +30,11 @@ import copy
 import hashlib
 import json
 import re
-import shlex
 
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
-    catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster, kubernetes_names)
+    catalog, device_plugin, device_plugin_schema, gpu_operands, hami_cluster, kubernetes_names, node_labels)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
 # Pinned chart versions: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/Chart.yaml
@@ -172,7 +171,7 @@ def config_sets(nodes, configs, inventory_configs=None, live_values=None, live_n
     install.update(planned)
     # A HAMi node (device_plugin none) runs no NVIDIA plugin, so no config of it counts.
     relabelled = dict((name, (nodes[host]["device_plugin"] or {}).get("config_name"))
-                      for host, name in node_names(nodes, node_name_map).items())
+                      for host, name in node_labels.node_names(nodes, node_name_map).items())
     final, unknown = dict(planned), []
     for node in live_nodes or []:
         name = (node.get("metadata") or {}).get("name")
@@ -186,68 +185,6 @@ def config_sets(nodes, configs, inventory_configs=None, live_values=None, live_n
             unknown.append("%s: its label %s=%s names a config that neither the inventory nor the deployed release "
                            "has; its device plugin cannot start (config-manager exits)" % (name, CONFIG_LABEL, label))
     return {"install": dict(sorted(install.items())), "final": dict(sorted(final.items())), "unknown": unknown}
-
-
-# -- node labels -----------------------------------------------------------------------------
-def node_names(nodes, node_name_map=None):
-    """{inventory host: Kubernetes node name}; hosts default to their own name."""
-    node_name_map = node_name_map or {}
-    problems, result = [], {}
-    for host in sorted(nodes or {}):
-        name = node_name_map.get(host, host)
-        if not isinstance(name, str) or len(name) > kubernetes_names.NODE_NAME_MAX or not kubernetes_names.NODE_NAME_RE.match(name):
-            problems.append("%s: %r is not a valid Kubernetes node name (lowercase DNS name); map the host "
-                            "to its node name (gpu_device_plugin_node_names)" % (host, name))
-        result[host] = name
-    unknown = sorted(set(node_name_map) - set(nodes or {}))
-    if unknown:
-        problems.append("node name mapping names host(s) without a plan: %s" % ", ".join(unknown))
-    if problems:
-        raise ClusterRenderError(problems)
-    return result
-
-
-def _label_patches(labels_by_host, node_name_map):
-    names = node_names(labels_by_host, node_name_map)
-    patches = []
-    for host in sorted(labels_by_host):
-        labels = labels_by_host[host]
-        bad = ["%s=%s" % (k, v) for k, v in sorted(labels.items())
-               if not (isinstance(v, str) and len(v) <= kubernetes_names.LABEL_VALUE_MAX and (v == "" or kubernetes_names.LABEL_VALUE_RE.match(v)))]
-        if bad:
-            raise ClusterRenderError(["%s: label value(s) not valid for Kubernetes: %s" % (host, ", ".join(bad))])
-        patches.append({"apiVersion": "v1", "kind": "Node",
-                        "metadata": {"name": names[host], "labels": dict(sorted(labels.items()))}})
-    return patches
-
-
-def node_label_patches(nodes, node_name_map=None):
-    """One partial Node object per planned node with the plan's labels.
-
-    Usable as a merge patch (kubernetes.core.k8s state=patched, ``kubectl patch --type
-    merge``) or with server-side apply, which owns only the fields listed.
-    """
-    return _label_patches(dict((host, plan["labels"]) for host, plan in (nodes or {}).items()), node_name_map)
-
-
-def kubectl_label_commands(patches):
-    """``kubectl label`` argv lists for Node patches (``--overwrite``: the value may change)."""
-    commands = []
-    for patch in patches:
-        labels = patch["metadata"]["labels"]
-        commands.append(["kubectl", "label", "node", patch["metadata"]["name"], "--overwrite"]
-                        + ["%s=%s" % (k, v) for k, v in sorted(labels.items())])
-    return commands
-
-
-def shell_script(commands, comment, preamble=()):
-    """argv lists as a POSIX shell script; every word is quoted, so no name can inject.
-
-    ``preamble``: fixed shell lines (not data) to run first, e.g. a ``cd``.
-    """
-    lines = ["#!/bin/sh", "# " + comment, "set -eu"] + list(preamble)
-    lines.extend(" ".join(shlex.quote(word) for word in argv) for argv in commands)
-    return "\n".join(lines) + "\n"
 
 
 # -- Helm values -----------------------------------------------------------------------------
@@ -443,7 +380,7 @@ def mig_parted_export(nodes):
 
 def mig_config_label_patches(assignment, node_name_map=None):
     """Node patches with ``nvidia.com/mig.config=<name>`` for the MIG manager."""
-    return _label_patches(dict((host, {MIG_CONFIG_LABEL: name}) for host, name in assignment.items()),
+    return node_labels.label_patches(dict((host, {MIG_CONFIG_LABEL: name}) for host, name in assignment.items()),
                           dict((h, n) for h, n in (node_name_map or {}).items() if h in assignment))
 
 
