@@ -63,14 +63,14 @@ def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
     ]
 
 
-def _mig_parted_files(cluster, fleet, namespace):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels
+def _mig_parted_files(fleet, namespace):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import migparted_export, node_labels
 
-    document, assignment = cluster.mig_parted_export(fleet.result["nodes"])
+    document, assignment = migparted_export.mig_parted_export(fleet.result["nodes"])
     if not assignment:
         fail_bad_input(["no planned node has MIG-capable GPUs; there is nothing to export for mig-parted"])
-    patches = cluster.mig_config_label_patches(assignment, _node_names(fleet.result["nodes"]))
-    configmap = cluster.mig_parted_configmap(document, namespace=namespace or cluster.GPU_OPERATOR_NAMESPACE)
+    patches = migparted_export.mig_config_label_patches(assignment, _node_names(fleet.result["nodes"]))
+    configmap = migparted_export.mig_parted_configmap(document, namespace=namespace or migparted_export.GPU_OPERATOR_NAMESPACE)
     return [
         _yaml_file("mig-parted.yaml", [
             "MIG geometry per node plan, in NVIDIA mig-parted's format (gpuprov export mig-parted).",
@@ -79,10 +79,10 @@ def _mig_parted_files(cluster, fleet, namespace):
         ], [document]),
         _yaml_file("mig-parted-configmap.yaml", [
             "The same config for the GPU Operator's MIG manager:",
-            "  migManager.config.name=%s (key %s)" % (configmap["metadata"]["name"], cluster.MIG_PARTED_CONFIGMAP_KEY),
+            "  migManager.config.name=%s (key %s)" % (configmap["metadata"]["name"], migparted_export.MIG_PARTED_CONFIGMAP_KEY),
         ], [configmap]),
         _yaml_file("mig-config-labels.yaml", [
-            "Each node's %s label; the MIG manager reconfigures a node when it changes." % cluster.MIG_CONFIG_LABEL,
+            "Each node's %s label; the MIG manager reconfigures a node when it changes." % migparted_export.MIG_CONFIG_LABEL,
             "  kubectl apply --server-side --field-manager=gpuprov -f mig-config-labels.yaml",
         ], patches),
         ExportFile("label-mig-config.sh", node_labels.shell_script(
@@ -303,7 +303,7 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
         if kind == "device-plugin":
             files = _device_plugin_files(cluster, fleet, configs, namespace, default_config)
         elif kind == "mig-parted":
-            files = _mig_parted_files(cluster, fleet, namespace)
+            files = _mig_parted_files(fleet, namespace)
         elif kind == "hami":
             files = _hami_files(cluster, fleet, namespace)
         elif kind == "dra":

@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted, node_labels
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted, migparted_export, node_labels
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 from gpuprov.planning import plan_inventory
 
@@ -66,9 +66,9 @@ def test_node_names_are_mapped_and_checked(fleet):
 
 
 def test_mig_parted_objects_validate(fleet):
-    document, assignment = cluster.mig_parted_export(fleet["nodes"])
-    _validate(cluster.mig_parted_configmap(document))
-    for patch in cluster.mig_config_label_patches(assignment):
+    document, assignment = migparted_export.mig_parted_export(fleet["nodes"])
+    _validate(migparted_export.mig_parted_configmap(document))
+    for patch in migparted_export.mig_config_label_patches(assignment):
         _validate(patch)
     # Only nodes with MIG-capable GPUs get a MIG config.
     assert sorted(assignment) == ["gpu-a100-01", "gpu-a100-02", "gpu-h100-01"]
@@ -203,7 +203,7 @@ def test_nfd_values():
 
 
 def test_mig_parted_export_reads_back_and_names_follow_content(fleet):
-    document, assignment = cluster.mig_parted_export(fleet["nodes"])
+    document, assignment = migparted_export.mig_parted_export(fleet["nodes"])
     parsed = migparted.parse(document, "export")
     assert set(parsed) == set(assignment.values())
     a100 = document["mig-configs"][assignment["gpu-a100-01"]]
@@ -212,7 +212,7 @@ def test_mig_parted_export_reads_back_and_names_follow_content(fleet):
                      "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}]
     assert assignment["gpu-a100-01"].startswith("a100-80gb-")
     # Same content, same name; a different layout, a different name.
-    again, again_assignment = cluster.mig_parted_export(copy.deepcopy(fleet["nodes"]))
+    again, again_assignment = migparted_export.mig_parted_export(copy.deepcopy(fleet["nodes"]))
     assert again_assignment == assignment
     assert len(set(assignment.values())) == 3
 
@@ -224,7 +224,7 @@ def test_mig_capable_gpus_outside_mig_strategy_are_exported_disabled(tmp_path):
         "gpuprov_gpu_model": "A100-80GB", "gpuprov_gpu_count": 2,
         "gpuprov_sharing": {"strategy": "time-slicing", "replicas": 2}}}}}))
     nodes = plan_inventory([str(inventory)]).result["nodes"]
-    document, assignment = cluster.mig_parted_export(nodes)
+    document, assignment = migparted_export.mig_parted_export(nodes)
     entries = document["mig-configs"][assignment["a100-ts"]]
     assert entries == [{"device-filter": ["0x20B210DE", "0x20B510DE"],
                         "devices": [0, 1], "mig-enabled": False, "mig-devices": {}}]

@@ -12,7 +12,7 @@ import yaml
 # unit tests import plugin_utils: a module loaded before Ansible's collection loader is set
 # up must not be looked up through it later.
 import gpuprov.cmd_export  # noqa: F401
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted, migparted_export
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,7 +143,7 @@ def test_mig_parted_round_trip(gpuprov, fleet, tmp_path):
     export(gpuprov, "mig-parted", "--output-dir", str(out_dir))
     assert sorted(os.listdir(out_dir)) == ["label-mig-config.sh", "mig-config-labels.yaml", "mig-parted-configmap.yaml",
                                            "mig-parted.yaml"]
-    labels = dict((d["metadata"]["name"], d["metadata"]["labels"][cluster.MIG_CONFIG_LABEL])
+    labels = dict((d["metadata"]["name"], d["metadata"]["labels"][migparted_export.MIG_CONFIG_LABEL])
                   for d in yaml.safe_load_all((out_dir / "mig-config-labels.yaml").read_text()))
     configmap = yaml.safe_load((out_dir / "mig-parted-configmap.yaml").read_text())
     _validate(configmap)
@@ -183,7 +183,7 @@ def test_mig_parted_label_script_runs(gpuprov, tmp_path):
     assert proc.returncode == 0, proc.stderr
     calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
     assert [c[2] for c in calls] == ["gpu-a100-01", "gpu-a100-02", "gpu-h100-01"]
-    assert all(c[4].startswith(cluster.MIG_CONFIG_LABEL + "=") for c in calls)
+    assert all(c[4].startswith(migparted_export.MIG_CONFIG_LABEL + "=") for c in calls)
 
 
 def test_mig_parted_to_stdout_starts_with_the_config(gpuprov):
