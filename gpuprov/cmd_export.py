@@ -93,31 +93,32 @@ def _mig_parted_files(fleet, namespace):
 
 
 def _helm_values_files(cluster, fleet, configs, namespace, default_config):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import helm_values, node_labels
 
     nodes = fleet.result["nodes"]
     namespace = namespace or cluster.DEVICE_PLUGIN_NAMESPACE
-    plugin_values = cluster.device_plugin_values(nodes, configs, default_config=default_config)
-    nfd_ref = cluster.chart_ref(cluster.NFD_CHART_REPO, "nfd", cluster.NFD_CHART_NAME)[0]
-    plugin_ref = cluster.chart_ref(cluster.DEVICE_PLUGIN_CHART_REPO, "nvdp", cluster.DEVICE_PLUGIN_CHART_NAME)[0]
-    nfd_cmd = cluster.helm_command(cluster.NFD_CHART_NAME, nfd_ref, cluster.NFD_CHART_VERSION,
-                                   cluster.NFD_NAMESPACE, "nfd-values.yaml")
-    plugin_cmd = cluster.helm_command(cluster.DEVICE_PLUGIN_CHART_NAME, plugin_ref, cluster.DEVICE_PLUGIN_CHART_VERSION,
-                                      namespace, "nvidia-device-plugin-values.yaml")
+    plugin_values = helm_values.device_plugin_values(nodes, configs, default_config=default_config)
+    nfd_ref = helm_values.chart_ref(helm_values.NFD_CHART_REPO, "nfd", helm_values.NFD_CHART_NAME)[0]
+    plugin_ref = helm_values.chart_ref(helm_values.DEVICE_PLUGIN_CHART_REPO, "nvdp", helm_values.DEVICE_PLUGIN_CHART_NAME)[0]
+    nfd_cmd = helm_values.helm_command(helm_values.NFD_CHART_NAME, nfd_ref, helm_values.NFD_CHART_VERSION,
+                                       helm_values.NFD_NAMESPACE, "nfd-values.yaml")
+    plugin_cmd = helm_values.helm_command(helm_values.DEVICE_PLUGIN_CHART_NAME, plugin_ref,
+                                          helm_values.DEVICE_PLUGIN_CHART_VERSION, namespace,
+                                          "nvidia-device-plugin-values.yaml")
     install = node_labels.shell_script([
-        ["helm", "repo", "add", "--force-update", "nvdp", cluster.DEVICE_PLUGIN_CHART_REPO],
+        ["helm", "repo", "add", "--force-update", "nvdp", helm_values.DEVICE_PLUGIN_CHART_REPO],
         nfd_cmd,
         plugin_cmd,
     ], "Install NFD and the NVIDIA device plugin with these values (gpuprov export helm-values).",
         preamble=['cd -- "$(dirname -- "$0")"'])
     return [
         _yaml_file("nfd-values.yaml", [
-            "node-feature-discovery %s values (gpuprov export helm-values)." % cluster.NFD_CHART_VERSION,
+            "node-feature-discovery %s values (gpuprov export helm-values)." % helm_values.NFD_CHART_VERSION,
             "  " + " ".join(nfd_cmd),
-        ], [cluster.nfd_values()]),
+        ], [helm_values.nfd_values()]),
         _yaml_file("nvidia-device-plugin-values.yaml", [
             "nvidia-device-plugin %s values with the fleet's configs (gpuprov export helm-values)."
-            % cluster.DEVICE_PLUGIN_CHART_VERSION,
+            % helm_values.DEVICE_PLUGIN_CHART_VERSION,
             "  " + " ".join(plugin_cmd),
             "Label the nodes too: gpuprov export device-plugin writes the labels.",
         ], [plugin_values]),
@@ -125,8 +126,8 @@ def _helm_values_files(cluster, fleet, configs, namespace, default_config):
     ]
 
 
-def _hami_files(cluster, fleet, namespace):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, node_labels
+def _hami_files(fleet, namespace):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, helm_values, node_labels
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     nodes = fleet.result["nodes"]
@@ -141,8 +142,8 @@ def _hami_files(cluster, fleet, namespace):
     except hami_cluster.HamiRenderError as exc:
         raise ClusterRenderError(exc.problems)
     chart = "%s/%s" % (hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_NAME)
-    helm = cluster.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
-                                "hami-values.yaml")
+    helm = helm_values.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
+                                    "hami-values.yaml")
     install = node_labels.shell_script(
         [["kubectl", "apply", "--server-side", "--field-manager=gpuprov", "-f", "hami-device-plugin-configmap.yaml"]]
         + hami_cluster.kubectl_label_commands(patches)
@@ -187,7 +188,7 @@ def _model_lookup(catalog_file):
     return model_for
 
 
-def _dra_files(cluster, fleet, catalog_file):
+def _dra_files(fleet, catalog_file):
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dra
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
@@ -305,9 +306,9 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
         elif kind == "mig-parted":
             files = _mig_parted_files(fleet, namespace)
         elif kind == "hami":
-            files = _hami_files(cluster, fleet, namespace)
+            files = _hami_files(fleet, namespace)
         elif kind == "dra":
-            files = _dra_files(cluster, fleet, catalog_file)
+            files = _dra_files(fleet, catalog_file)
         else:
             files = _helm_values_files(cluster, fleet, configs, namespace, default_config)
     except ClusterRenderError as exc:

@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted, migparted_export, node_labels
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, helm_values, migparted, migparted_export, node_labels
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 from gpuprov.planning import plan_inventory
 
@@ -88,7 +88,7 @@ def test_configs_are_checked_before_rendering(fleet):
         if plan["device_plugin"]["config_name"] == "ts-4":
             plan["device_plugin"]["config"] = configs["ts-4"]
     with pytest.raises(ClusterRenderError) as info:
-        cluster.device_plugin_values(nodes, configs)
+        helm_values.device_plugin_values(nodes, configs)
     assert "device-plugin config ts-4: sharing.timeSlicing.resources[0].replicas: must be >= 2, got 1" in str(info.value)
 
 
@@ -107,7 +107,7 @@ def test_nodes_and_configs_from_different_plans_are_refused(fleet):
 
 
 def test_device_plugin_values(fleet):
-    values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
+    values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     assert values["config"]["map"] == cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
     assert values["config"]["default"] == "exclusive"
     assert values["gfd"] == {"enabled": True} and values["nfd"] == {"enabled": False}
@@ -120,13 +120,13 @@ def test_device_plugin_values(fleet):
     no_static = copy.deepcopy(fleet["nodes"])
     for plan in no_static.values():
         plan["kubelet"] = {}
-    assert "compatWithCPUManager" not in cluster.device_plugin_values(no_static, fleet["device_plugin_configs"])
-    assert cluster.device_plugin_values(no_static, fleet["device_plugin_configs"],
+    assert "compatWithCPUManager" not in helm_values.device_plugin_values(no_static, fleet["device_plugin_configs"])
+    assert helm_values.device_plugin_values(no_static, fleet["device_plugin_configs"],
                                         compat_with_cpu_manager="always")["compatWithCPUManager"] is True
-    assert "compatWithCPUManager" not in cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
+    assert "compatWithCPUManager" not in helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
                                                                       compat_with_cpu_manager="never")
 
-    mirrored = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
+    mirrored = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
                                             image_repository="mirror.example.com/nvidia/k8s-device-plugin",
                                             image_pull_secrets=["pull"],
                                             extra_values={"gfd": {"sleepInterval": "120s"}, "runtimeClassName": "nvidia"})
@@ -137,18 +137,18 @@ def test_device_plugin_values(fleet):
 
 def test_the_rollout_annotation_follows_the_configs_only(fleet):
     nodes, configs = fleet["nodes"], fleet["device_plugin_configs"]
-    first = cluster.device_plugin_values(nodes, configs)["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION]
-    again = cluster.device_plugin_values(copy.deepcopy(nodes), copy.deepcopy(configs),
+    first = helm_values.device_plugin_values(nodes, configs)["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION]
+    again = helm_values.device_plugin_values(copy.deepcopy(nodes), copy.deepcopy(configs),
                                          image_repository="mirror.example.com/x")
-    assert again["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION] == first
+    assert again["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION] == first
     changed_configs = copy.deepcopy(configs)
     changed_nodes = copy.deepcopy(nodes)
     changed_configs["ts-4"]["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] = False
     for plan in changed_nodes.values():
         if plan["device_plugin"]["config_name"] == "ts-4":
             plan["device_plugin"]["config"] = changed_configs["ts-4"]
-    changed = cluster.device_plugin_values(changed_nodes, changed_configs)
-    assert changed["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION] != first
+    changed = helm_values.device_plugin_values(changed_nodes, changed_configs)
+    assert changed["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION] != first
 
 
 def _key_paths(data, prefix=()):
@@ -176,7 +176,7 @@ CHART_CONDITIONS = {("nfd", "enabled")}
 
 
 def test_device_plugin_values_use_keys_of_nvidia_values_file(fleet, nvidia_values):
-    values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
+    values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
                                           image_repository="mirror.example.com/nvidia/k8s-device-plugin",
                                           image_tag="v0.20.0", image_pull_secrets=["pull"])
     ours = _key_paths(values) - CHART_CONDITIONS
@@ -188,14 +188,14 @@ def test_device_plugin_values_use_keys_of_nvidia_values_file(fleet, nvidia_value
 
 
 def test_nfd_values_use_keys_nvidia_sets_for_its_nfd_subchart(nvidia_values):
-    ours = _key_paths(cluster.nfd_values())
+    ours = _key_paths(helm_values.nfd_values())
     theirs = _key_paths(nvidia_values["nfd"])
     assert ours - theirs == set()
     assert nvidia_values["nfd"]["worker"]["config"]["sources"]["pci"]["deviceLabelFields"] == ["vendor"]
 
 
 def test_nfd_values():
-    values = cluster.nfd_values(image_repository="mirror.example.com/nfd/node-feature-discovery", image_tag="v0.19.0",
+    values = helm_values.nfd_values(image_repository="mirror.example.com/nfd/node-feature-discovery", image_tag="v0.19.0",
                                 extra_values={"worker": {"config": {"sources": {"pci": {"deviceClassWhitelist": ["03"]}}}}})
     assert values["master"]["config"]["extraLabelNs"] == ["nvidia.com"]
     assert values["worker"]["config"]["sources"]["pci"] == {"deviceLabelFields": ["vendor"], "deviceClassWhitelist": ["03"]}

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, helm_values
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.planner import plan_fleet
 from gpuprov.planning import plan_inventory
@@ -156,7 +156,7 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     assert release["version"] == "0.20.0" and release["revision"] == 1
     assert "node-feature-discovery/node-feature-discovery" in state["releases"]
     daemonset = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]
-    first_hash = daemonset["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION]
+    first_hash = daemonset["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION]
     # The pods of every GPU node are read (before and after relabelling), not a DaemonSet's count.
     waits = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "Pod"]
     assert [w["params"]["namespace"] for w in waits] == ["nvidia-device-plugin"] * 2
@@ -203,7 +203,7 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     # The pruning upgrade does not roll the DaemonSet a second time: both carry the same digest.
     assert installs[0]["podAnnotations"] == installs[1]["podAnnotations"]
     new_hash = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]["podAnnotations"][
-        cluster.CONFIG_HASH_ANNOTATION]
+        helm_values.CONFIG_HASH_ANNOTATION]
     assert new_hash != first_hash
     # NFD's values did not change, so its release is left alone.
     assert state["releases"]["node-feature-discovery/node-feature-discovery"]["revision"] == 1

@@ -12,7 +12,7 @@ import yaml
 # unit tests import plugin_utils: a module loaded before Ansible's collection loader is set
 # up must not be looked up through it later.
 import gpuprov.cmd_export  # noqa: F401
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted, migparted_export
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, helm_values, migparted, migparted_export
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,9 +109,9 @@ def test_helm_values_and_install_script(gpuprov, fleet, tmp_path):
     export(gpuprov, "helm-values", "--output-dir", str(out_dir))
     assert sorted(os.listdir(out_dir)) == ["helm-install.sh", "nfd-values.yaml", "nvidia-device-plugin-values.yaml"]
     plugin = yaml.safe_load((out_dir / "nvidia-device-plugin-values.yaml").read_text())
-    assert plugin == cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
+    assert plugin == helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     nfd = yaml.safe_load((out_dir / "nfd-values.yaml").read_text())
-    assert nfd == cluster.nfd_values()
+    assert nfd == helm_values.nfd_values()
 
     bin_dir, log = fake_tool(tmp_path, "helm")
     proc = run_script(out_dir / "helm-install.sh", bin_dir)
@@ -133,7 +133,7 @@ def test_helm_values_and_install_script(gpuprov, fleet, tmp_path):
 
 def test_helm_values_to_stdout(gpuprov, fleet):
     documents = list(yaml.safe_load_all(export(gpuprov, "helm-values")))
-    assert documents == [cluster.nfd_values(), cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])]
+    assert documents == [helm_values.nfd_values(), helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])]
 
 
 def test_mig_parted_round_trip(gpuprov, fleet, tmp_path):

@@ -4,7 +4,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands, helm_values
 from testlib import REPO
 
 
@@ -25,7 +25,7 @@ def _schedulable(affinity, labels):
 
 
 def test_device_plugin_and_gfd_leave_a_paused_node():
-    values = cluster.device_plugin_values({}, {})
+    values = helm_values.device_plugin_values({}, {})
     affinity = values["affinity"]
     gpu_node = {"feature.node.kubernetes.io/pci-10de.present": "true"}
     assert _schedulable(affinity, gpu_node)
@@ -41,7 +41,7 @@ def test_pause_affinity_keeps_every_term_of_the_charts_default():
         pytest.skip("NVIDIA's values.yaml is not at hand (../shared/reference/real-world)")
     with open(path) as handle:
         default = yaml.safe_load(handle)["affinity"]
-    ours = cluster.gpu_operand_affinity()
+    ours = gpu_operands.gpu_operand_affinity()
     theirs_terms = default["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     our_terms = ours["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert len(our_terms) == len(theirs_terms)
@@ -52,4 +52,4 @@ def test_pause_affinity_keeps_every_term_of_the_charts_default():
 
 
 def test_nfd_worker_is_not_paused():
-    assert "affinity" not in cluster.nfd_values()["worker"]
+    assert "affinity" not in helm_values.nfd_values()["worker"]

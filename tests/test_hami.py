@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, gpu_operands, hami_cluster, helm_values
 from gpuprov.planning import plan_inventory
 from test_plan_cli import write_inventory
 from testlib import SHARED_REFERENCE
@@ -131,10 +131,10 @@ def test_nvidia_plugin_kept_off_hami_nodes(fleet):
         chart_terms = yaml.safe_load(handle)["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert hami_cluster.NVIDIA_PLUGIN_DEFAULT_TERMS == chart_terms
-    values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
+    values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     # Every term the chart ORs keeps its own expression, the MIG-change pause rule
-    # (cluster.gpu_operand_affinity) and excludes gpu=on.
+    # (gpu_operands.gpu_operand_affinity) and excludes gpu=on.
     assert len(terms) == len(chart_terms)
     for mine, theirs in zip(terms, chart_terms):
         assert mine["matchExpressions"] == theirs["matchExpressions"] + [
@@ -147,8 +147,8 @@ def test_nvidia_plugin_kept_off_hami_nodes(fleet):
 def test_fleet_without_hami_leaves_the_nvidia_affinity_alone(tmp_path):
     result = plan_inventory([write_inventory(tmp_path, {"t": HOSTS["gpu-t4-01"]})]).result
     # Only the MIG-change pause rule every GPU DaemonSet carries; no HAMi term.
-    affinity = cluster.device_plugin_values(result["nodes"], result["device_plugin_configs"])["affinity"]
-    assert affinity == cluster.gpu_operand_affinity()
+    affinity = helm_values.device_plugin_values(result["nodes"], result["device_plugin_configs"])["affinity"]
+    assert affinity == gpu_operands.gpu_operand_affinity()
 
 
 def test_export_hami(gpuprov, tmp_path):

@@ -1,11 +1,11 @@
 """Every GPU DaemonSet chart gpuprov deploys carries the one pause affinity
-(cluster.gpu_operand_affinity), so the gpu_mig role's pause label takes them all off a node."""
+(gpu_operands.gpu_operand_affinity), so the gpu_mig role's pause label takes them all off a node."""
 import os
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, dcgm_exporter
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dcgm_exporter, gpu_operands, helm_values
 from testlib import REPO
 
-PAUSE = {"key": cluster.GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [cluster.GPU_OPERANDS_PAUSED]}
+PAUSE = {"key": gpu_operands.GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [gpu_operands.GPU_OPERANDS_PAUSED]}
 COUNTERS = os.path.join(REPO, "collections", "ansible_collections", "gpuprov", "gpu", "roles", "dcgm_exporter",
                         "files", "gpuprov-counters.csv")
 
@@ -22,7 +22,7 @@ def chart_values():
     with open(COUNTERS) as handle:
         counters = handle.read()
     return {
-        "nvidia-device-plugin": cluster.device_plugin_values({}, {}),
+        "nvidia-device-plugin": helm_values.device_plugin_values({}, {}),
         "dcgm-exporter": dcgm_exporter.exporter_values(counters, False),
     }
 
@@ -39,5 +39,5 @@ def test_every_gpu_daemonset_chart_carries_the_pause_affinity():
 
 
 def test_the_charts_share_the_one_helper():
-    assert cluster.device_plugin_values({}, {})["affinity"] == cluster.gpu_operand_affinity()
-    assert dcgm_exporter.operand_affinity() == cluster.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))
+    assert helm_values.device_plugin_values({}, {})["affinity"] == gpu_operands.gpu_operand_affinity()
+    assert dcgm_exporter.operand_affinity() == gpu_operands.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))

@@ -2,7 +2,7 @@
 kubernetes.core.k8s_info returns them."""
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, helm_values, node_rollout
 
 
 def pod(name, node="n1", owner=None, phase="Running", ready=True, annotations=None, deleting=False, namespace="team"):
@@ -74,8 +74,8 @@ def test_config_sets_keep_what_nodes_name_until_relabelled():
     assert sets["unknown"] == ["lost: its label nvidia.com/device-plugin.config=gone names a config that neither "
                                "the inventory nor the deployed release has; its device plugin cannot start "
                                "(config-manager exits)"]
-    values = cluster.device_plugin_values(nodes, sets["install"], rollout_configs=sets["final"])
-    pruned = cluster.device_plugin_values(nodes, sets["final"], rollout_configs=sets["final"])
+    values = helm_values.device_plugin_values(nodes, sets["install"], rollout_configs=sets["final"])
+    pruned = helm_values.device_plugin_values(nodes, sets["final"], rollout_configs=sets["final"])
     assert "old" in values["config"]["map"] and "old" not in pruned["config"]["map"]
     assert values["podAnnotations"] == pruned["podAnnotations"]
 
