@@ -1,7 +1,8 @@
 """`gpuprov export`: the fleet plan as files other tools read.
 
-Every kind renders through the collection's plugin_utils/cluster.py, the same code the
-gpu_device_plugin role applies with, so an export and a role run never disagree.
+Every kind renders through the collection's plugin_utils (device_plugin_configs, node_labels,
+helm_values, migparted_export, hami_cluster, dra), the same code the gpu_device_plugin role
+applies with, so an export and a role run never disagree.
 """
 import os
 import tempfile
@@ -36,12 +37,13 @@ def _yaml_file(name, comment_lines, documents):
     return ExportFile(name, header + body)
 
 
-def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels
+def _device_plugin_files(fleet, configs, namespace, default_config):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, node_labels
 
     nodes = fleet.result["nodes"]
-    configmap = cluster.device_plugin_configmap(nodes, configs, default_config=default_config,
-                                                namespace=namespace or cluster.DEVICE_PLUGIN_NAMESPACE)
+    configmap = device_plugin_configs.device_plugin_configmap(
+        nodes, configs, default_config=default_config,
+        namespace=namespace or device_plugin_configs.DEVICE_PLUGIN_NAMESPACE)
     patches = node_labels.node_label_patches(nodes, _node_names(nodes))
     name = configmap["metadata"]["name"]
     return [
@@ -92,11 +94,11 @@ def _mig_parted_files(fleet, namespace):
     ]
 
 
-def _helm_values_files(cluster, fleet, configs, namespace, default_config):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import helm_values, node_labels
+def _helm_values_files(fleet, configs, namespace, default_config):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, node_labels
 
     nodes = fleet.result["nodes"]
-    namespace = namespace or cluster.DEVICE_PLUGIN_NAMESPACE
+    namespace = namespace or device_plugin_configs.DEVICE_PLUGIN_NAMESPACE
     plugin_values = helm_values.device_plugin_values(nodes, configs, default_config=default_config)
     nfd_ref = helm_values.chart_ref(helm_values.NFD_CHART_REPO, "nfd", helm_values.NFD_CHART_NAME)[0]
     plugin_ref = helm_values.chart_ref(helm_values.DEVICE_PLUGIN_CHART_REPO, "nvdp", helm_values.DEVICE_PLUGIN_CHART_NAME)[0]
@@ -289,7 +291,6 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
     Exit status: 0 on success; 2 on bad input (every problem listed); 1 when the files
     cannot be written.
     """
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
@@ -302,7 +303,7 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
                        **configs)
     try:
         if kind == "device-plugin":
-            files = _device_plugin_files(cluster, fleet, configs, namespace, default_config)
+            files = _device_plugin_files(fleet, configs, namespace, default_config)
         elif kind == "mig-parted":
             files = _mig_parted_files(fleet, namespace)
         elif kind == "hami":
@@ -310,7 +311,7 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
         elif kind == "dra":
             files = _dra_files(fleet, catalog_file)
         else:
-            files = _helm_values_files(cluster, fleet, configs, namespace, default_config)
+            files = _helm_values_files(fleet, configs, namespace, default_config)
     except ClusterRenderError as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
 

@@ -1,13 +1,15 @@
-"""Cluster rendering (plugin_utils/cluster.py) over the example fleet: Kubernetes objects that
-validate offline, configs that satisfy the device plugin's schema, Helm values whose keys the
-real charts have, and the plan-time rejections of configs the plugin would refuse."""
+"""Cluster rendering (plugin_utils: device_plugin_configs, node_labels, helm_values,
+migparted_export) over the example fleet: Kubernetes objects that validate offline, configs
+that satisfy the device plugin's schema, Helm values whose keys the real charts have, and the
+plan-time rejections of configs the plugin would refuse."""
 import copy
 import os
 
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, helm_values, migparted, migparted_export, node_labels
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
+    device_plugin_configs, device_plugin_schema, helm_values, migparted, migparted_export, node_labels)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 from gpuprov.planning import plan_inventory
 
@@ -34,7 +36,7 @@ def _validate(obj):
 
 
 def test_device_plugin_configmap_validates_and_holds_every_config(fleet):
-    configmap = cluster.device_plugin_configmap(fleet["nodes"], fleet["device_plugin_configs"])
+    configmap = device_plugin_configs.device_plugin_configmap(fleet["nodes"], fleet["device_plugin_configs"])
     _validate(configmap)
     data = configmap["data"]
     assert set(data) == set(fleet["device_plugin_configs"]) | {"exclusive"}
@@ -44,7 +46,7 @@ def test_device_plugin_configmap_validates_and_holds_every_config(fleet):
         assert text.startswith("version: v1\n")
     for host, plan in fleet["nodes"].items():
         assert yaml.safe_load(data[plan["device_plugin"]["config_name"]]) == plan["device_plugin"]["config"], host
-    assert configmap["metadata"]["annotations"][cluster.DEFAULT_CONFIG_ANNOTATION] == "exclusive"
+    assert configmap["metadata"]["annotations"][device_plugin_configs.DEFAULT_CONFIG_ANNOTATION] == "exclusive"
 
 
 def test_node_label_patches_validate_and_carry_the_plan_labels(fleet):
@@ -52,7 +54,7 @@ def test_node_label_patches_validate_and_carry_the_plan_labels(fleet):
     for patch in patches:
         _validate(patch)
     assert dict((p["metadata"]["name"], p["metadata"]["labels"]) for p in patches) == dict(
-        (h, {cluster.CONFIG_LABEL: plan["device_plugin"]["config_name"]}) for h, plan in fleet["nodes"].items())
+        (h, {device_plugin_configs.CONFIG_LABEL: plan["device_plugin"]["config_name"]}) for h, plan in fleet["nodes"].items())
 
 
 def test_node_names_are_mapped_and_checked(fleet):
@@ -96,19 +98,19 @@ def test_nodes_and_configs_from_different_plans_are_refused(fleet):
     configs = dict(fleet["device_plugin_configs"])
     del configs["ts-4"]
     with pytest.raises(ClusterRenderError) as info:
-        cluster.config_map_data(fleet["nodes"], configs)
+        device_plugin_configs.config_map_data(fleet["nodes"], configs)
     assert "gpu-t4-01: device-plugin config ts-4 is not among the fleet's configs" in str(info.value)
     with pytest.raises(ClusterRenderError) as info:
-        cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-16")
+        device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-16")
     assert "default config 'ts-16' is not one of the planned configs" in str(info.value)
     # A planned config may be the default; then nothing is added.
-    data = cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-4")
+    data = device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-4")
     assert set(data) == set(fleet["device_plugin_configs"]) | {"exclusive"}  # exclusive is planned (gpu-l40s-02)
 
 
 def test_device_plugin_values(fleet):
     values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
-    assert values["config"]["map"] == cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
+    assert values["config"]["map"] == device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
     assert values["config"]["default"] == "exclusive"
     assert values["gfd"] == {"enabled": True} and values["nfd"] == {"enabled": False}
     # Keys that would override every node's config through environment variables stay unset.

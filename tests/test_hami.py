@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, gpu_operands, hami_cluster, helm_values
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, gpu_operands, hami_cluster, helm_values
 from gpuprov.planning import plan_inventory
 from test_plan_cli import write_inventory
 from testlib import SHARED_REFERENCE
@@ -141,7 +141,7 @@ def test_nvidia_plugin_kept_off_hami_nodes(fleet):
             {"key": "gpuprov.io/gpu-operands", "operator": "NotIn", "values": ["paused"]},
             {"key": "gpu", "operator": "NotIn", "values": ["on"]}]
     # HAMi nodes get no NVIDIA config; the rest do.
-    assert set(cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])) == {"exclusive", "ts-4"}
+    assert set(device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])) == {"exclusive", "ts-4"}
 
 
 def test_fleet_without_hami_leaves_the_nvidia_affinity_alone(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import gpuprov.cmd_export  # noqa: F401  (imported before the collection loader, as in test_export)
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, helm_values
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, device_plugin_schema, helm_values
 from gpuprov.planning import plan_inventory
 from peerlib import run_peer
 from testlib import REPO
@@ -104,7 +104,7 @@ def written_configs(fleets):
     texts = {}
     for plan in fleets.values():
         nodes = dict((h, n) for h, n in plan["nodes"].items() if n["device_plugin"] is not None)
-        for name, text in cluster.config_map_data(nodes, plan["device_plugin_configs"]).items():
+        for name, text in device_plugin_configs.config_map_data(nodes, plan["device_plugin_configs"]).items():
             assert texts.setdefault(name, text) == text, "config %s means two things" % name
     return texts
 

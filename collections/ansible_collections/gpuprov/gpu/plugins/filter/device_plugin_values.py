@@ -87,10 +87,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, helm_values, plan_filters
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, plan_filters
 
 
-def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, image_repository=None, image_tag=None,
+def device_plugin_values(nodes, configs, default_config=device_plugin_configs.DEFAULT_CONFIG, image_repository=None, image_tag=None,
                          image_pull_secrets=None, compat_with_cpu_manager="auto", extra_values=None,
                          rollout_configs=None):
     if not isinstance(nodes, dict) or not isinstance(configs, dict):

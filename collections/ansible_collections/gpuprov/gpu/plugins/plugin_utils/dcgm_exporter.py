@@ -14,7 +14,7 @@ Facts from NVIDIA/dcgm-exporter `deployment/values.yaml` and templates (chart 4.
 - `affinity` replaces the chart's (empty) default: the exporter runs only where
   nvidia.com/gpu.present=true (GFD's label) and never on a node labelled
   gpuprov.io/gpu-operands=paused, like the other GPU DaemonSets gpuprov deploys (see
-  plugin_utils/cluster.py), so a MIG change can release the GPUs first (the exporter holds
+  plugin_utils/gpu_operands.py), so a MIG change can release the GPUs first (the exporter holds
   them through its embedded nv-hostengine).
 """
 from __future__ import absolute_import, division, print_function

@@ -4,7 +4,7 @@
 """Helm values for the two charts of the cluster side, their pinned versions and the
 ``helm upgrade --install`` command that deploys them.
 
-- NVIDIA device plugin: the fleet's named configs as ``config.map`` (cluster.py),
+- NVIDIA device plugin: the fleet's named configs as ``config.map`` (device_plugin_configs.py),
   ``config.default`` naming the config of nodes without a label, GFD on, the pause affinity
   every GPU DaemonSet gpuprov deploys carries (gpu_operands.py), and a pod-template annotation
   with a digest of the configs, so a change to them rolls the DaemonSet (the plugin does not
@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, gpu_operands, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, gpu_operands, hami_cluster
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
 # Pinned chart versions: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/Chart.yaml
@@ -60,7 +60,7 @@ def needs_cpu_manager_compat(nodes):
     return any((plan.get("kubelet") or {}).get("cpu_manager_policy") == "static" for plan in (nodes or {}).values())
 
 
-def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, image_repository=None, image_tag=None,
+def device_plugin_values(nodes, configs, default_config=device_plugin_configs.DEFAULT_CONFIG, image_repository=None, image_tag=None,
                          image_pull_secrets=(), compat_with_cpu_manager="auto", extra_values=None,
                          rollout_configs=None):
     """Values for the nvidia-device-plugin chart (0.20.0).
@@ -73,8 +73,8 @@ def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, 
     The role installs a union of old and new configs first and prunes later; both steps pass
     the pruned set here, so the prune (configs no node names) does not roll the DaemonSet again.
     """
-    data = cluster.config_map_data(nodes, configs, default_config)
-    digest_data = data if rollout_configs is None else cluster.config_map_data(
+    data = device_plugin_configs.config_map_data(nodes, configs, default_config)
+    digest_data = data if rollout_configs is None else device_plugin_configs.config_map_data(
         nodes, rollout_configs, default_config)
     values = {
         "config": {"map": data, "default": default_config},
@@ -86,7 +86,7 @@ def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, 
         "nfd": {"enabled": False},
         # A config change changes the pod template, so the DaemonSet rolls and the plugin
         # rereads its configs.
-        "podAnnotations": {CONFIG_HASH_ANNOTATION: cluster.configs_sha256(digest_data)},
+        "podAnnotations": {CONFIG_HASH_ANNOTATION: device_plugin_configs.configs_sha256(digest_data)},
         # The chart gives this affinity to the device plugin, GFD and MPS control daemon
         # DaemonSets (templates/daemonset-*.yml use .Values.affinity), so all leave a node
         # labelled gpuprov.io/gpu-operands=paused before its MIG layout changes.

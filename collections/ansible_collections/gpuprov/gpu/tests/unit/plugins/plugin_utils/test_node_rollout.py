@@ -1,8 +1,8 @@
-"""plugin_utils/node_rollout.py and cluster.config_sets over Kubernetes objects as
+"""plugin_utils/node_rollout.py and device_plugin_configs.config_sets over Kubernetes objects as
 kubernetes.core.k8s_info returns them."""
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, helm_values, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, node_rollout
 
 
 def pod(name, node="n1", owner=None, phase="Running", ready=True, annotations=None, deleting=False, namespace="team"):
@@ -49,7 +49,7 @@ def test_allocatable_against_the_plan():
 
 
 def _plan(config_name, config):
-    return {"device_plugin": {"config_name": config_name, "config": config}, "labels": {cluster.CONFIG_LABEL: config_name}}
+    return {"device_plugin": {"config_name": config_name, "config": config}, "labels": {device_plugin_configs.CONFIG_LABEL: config_name}}
 
 
 TS4 = {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
@@ -60,13 +60,13 @@ MIG = {"version": "v1", "flags": {"migStrategy": "mixed"}}
 
 def test_config_sets_keep_what_nodes_name_until_relabelled():
     nodes = {"t4-1": _plan("ts-8", TS8)}
-    live_values = {"config": {"map": {"ts-4": cluster.config_text(TS4), "mig-mixed": cluster.config_text(MIG),
-                                      "old": cluster.config_text(TS4)}}}
-    live_nodes = [{"metadata": {"name": "t4-1", "labels": {cluster.CONFIG_LABEL: "ts-4"}}},
-                  {"metadata": {"name": "a100-9", "labels": {cluster.CONFIG_LABEL: "mig-mixed"}}},
-                  {"metadata": {"name": "lost", "labels": {cluster.CONFIG_LABEL: "gone"}}},
+    live_values = {"config": {"map": {"ts-4": device_plugin_configs.config_text(TS4), "mig-mixed": device_plugin_configs.config_text(MIG),
+                                      "old": device_plugin_configs.config_text(TS4)}}}
+    live_nodes = [{"metadata": {"name": "t4-1", "labels": {device_plugin_configs.CONFIG_LABEL: "ts-4"}}},
+                  {"metadata": {"name": "a100-9", "labels": {device_plugin_configs.CONFIG_LABEL: "mig-mixed"}}},
+                  {"metadata": {"name": "lost", "labels": {device_plugin_configs.CONFIG_LABEL: "gone"}}},
                   {"metadata": {"name": "cpu-1", "labels": {}}}]
-    sets = cluster.config_sets(nodes, {"ts-8": TS8}, {"ts-4": TS4}, live_values, live_nodes)
+    sets = device_plugin_configs.config_sets(nodes, {"ts-8": TS8}, {"ts-4": TS4}, live_values, live_nodes)
     # Install: everything deployed plus the new config, so t4-1 keeps ts-4 until relabelled.
     assert sorted(sets["install"]) == ["mig-mixed", "old", "ts-4", "ts-8"]
     # Final: ts-8 (planned), ts-4 (another inventory node), mig-mixed (a live label); "old" goes.
@@ -82,5 +82,5 @@ def test_config_sets_keep_what_nodes_name_until_relabelled():
 
 def test_config_sets_on_a_new_cluster():
     nodes = {"t4-1": _plan("ts-4", TS4)}
-    sets = cluster.config_sets(nodes, {"ts-4": TS4}, None, {}, [{"metadata": {"name": "t4-1", "labels": {}}}])
+    sets = device_plugin_configs.config_sets(nodes, {"ts-4": TS4}, None, {}, [{"metadata": {"name": "t4-1", "labels": {}}}])
     assert sets == {"install": {"ts-4": TS4}, "final": {"ts-4": TS4}, "unknown": []}
