@@ -10,7 +10,7 @@ import importlib.util
 import json
 import os
 
-from peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 from testlib import FAKES
 
 FAKE_KUBELET = os.path.join(FAKES, "bin", "fake-kubelet")

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 from testlib import REPO
 
 pytestmark = pytest.mark.peers

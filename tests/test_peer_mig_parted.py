@@ -17,7 +17,7 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migpar
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as intent_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import planner
 from gpuprov.planning import plan_inventory
-from peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 from testlib import REPO
 from upstream_sources import module_file
 
