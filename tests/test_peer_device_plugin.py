@@ -10,10 +10,10 @@ import yaml
 
 import gpuprov.cmd_export  # noqa: F401  (imported before the collection loader, as in test_export)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, device_plugin_schema, helm_values
-from gpuprov.planning import plan_inventory
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_file
+from gpuprov.planning import plan_inventory
 from testlib import REPO
-from upstream_sources import module_file
 
 pytestmark = pytest.mark.peers
 

@@ -16,10 +16,10 @@ import mig_mock_differences as mock_differences
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, migparted_export
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as intent_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import planner
-from gpuprov.planning import plan_inventory
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_file
+from gpuprov.planning import plan_inventory
 from testlib import REPO
-from upstream_sources import module_file
 
 pytestmark = pytest.mark.peers
 
