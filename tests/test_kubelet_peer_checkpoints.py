@@ -17,7 +17,7 @@ import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import KubeletSettings, plan_change
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import kubelet_cpuset
-from kubelet_peerlib import KubeletFiles
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 
 pytestmark = pytest.mark.peers

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import KubeletSettings, plan_change
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.configz import configz_mismatches
-from kubelet_peerlib import KubeletFiles, configz
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles, configz
 
 pytestmark = pytest.mark.peers
 

@@ -13,7 +13,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     plan_change,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.settings import settings_problems
-from kubelet_peerlib import KubeletFiles
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles
 
 pytestmark = pytest.mark.peers
 

@@ -8,7 +8,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     plan_change,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import flag_conflicts
-from kubelet_peerlib import KubeletFiles, configz, kubeadm_config
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles, configz, kubeadm_config
 
 pytestmark = pytest.mark.peers
 
