@@ -256,6 +256,16 @@ def test_missing_inventory_is_bad_input(gpuprov, tmp_path):
     assert code == 2 and "no such file" in err
 
 
+def test_plan_refuses_a_bad_kubelet_value_naming_host_and_field(gpuprov, tmp_path):
+    inv = write_inventory(tmp_path, {"gpu-01": {
+        "gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1,
+        "gpuprov_kubelet": {"cpu_manager_reconcile_period": "forever; rm -rf /"}}})
+    code, out, err = gpuprov("plan", "-i", inv)
+    assert code == 2, out
+    assert ("gpu-01: gpuprov_kubelet.cpu_manager_reconcile_period: 'forever; rm -rf /' is not a "
+            "Go duration") in err
+
+
 def test_catalog_command(gpuprov):
     code, out, _ = gpuprov("catalog")
     assert code == 0 and "H200-141GB" in out and "RTX-6000-Ada" in out
