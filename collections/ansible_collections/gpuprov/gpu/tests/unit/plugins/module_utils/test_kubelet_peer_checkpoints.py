@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """gpuprov's checkpoint-reset table against the kubelet's own checkpoint code (tests/peers
 kubelet-checkpoint: the Topology, CPU and Memory Managers of k8s.io/kubernetes v1.37.2 started
 on the state files).
@@ -9,9 +12,13 @@ does: the CPUs the new reservation takes, if any). Where gpuprov resets a checkp
 kubelet refuses the old state in one of them and accepts the start after the reset; where
 gpuprov does not, the kubelet accepts both.
 """
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
-import shutil
 
 import pytest
 
