@@ -1,8 +1,16 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Every kubelet setting of `gpuprov_kubelet` is read by the kubelet's own rules: for a table
 of values, the kubelet (tests/peers kubelet-checkpoint, k8s.io/kubernetes v1.37.2) accepts what
 gpuprov accepts and refuses what gpuprov refuses, at plan time (settings_problems, what `gpuprov
 plan` runs; no node) and on the node (the kubelet_config module, with the node's config and
 sysfs). That `gpuprov plan` reports such a refusal by host and field: tests/test_plan_cli.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 
 import pytest
@@ -180,7 +188,7 @@ def hand_written(settings):
 def verdicts(tmp_path, setting, value, extra):
     files = KubeletFiles(tmp_path)
     settings = as_settings(setting, value, extra)
-    plan_time = not [p for p in settings_problems(settings)]
+    plan_time = not list(settings_problems(settings))
     try:
         plan = plan_change(files.config, KubeletSettings(**settings), sysfs_root=files.sysfs,
                            config_dir=files.config_dir, kubelet_version=(1, 37))
