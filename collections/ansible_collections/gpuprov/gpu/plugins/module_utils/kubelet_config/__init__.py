@@ -22,7 +22,8 @@ One concept per file:
 - ``atomic_write``: writing the file atomically with a backup.
 - ``errors``: ``KubeletConfigError``, the error every part raises.
 
-tests/test_kubelet_peer_*.py hold these against the kubelet's own code (tests/peers).
+tests/unit/plugins/module_utils/test_kubelet_peer_*.py hold these against the kubelet's own code
+(the Go peers of the repository's tests/peers).
 
 The names the ``kubelet_config`` module uses are re-exported here.
 """
