@@ -1,11 +1,6 @@
 """Every GPU DaemonSet gpuprov deploys stays off a node labelled gpuprov.io/gpu-operands=paused."""
-import os
-
-import pytest
-import yaml
-
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands, helm_values
-from testlib import REPO
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 
 
 def _matches(term, labels):
@@ -36,11 +31,8 @@ def test_device_plugin_and_gfd_leave_a_paused_node():
 
 
 def test_pause_affinity_keeps_every_term_of_the_charts_default():
-    path = os.path.join(REPO, "..", "shared", "reference", "real-world", "nvidia-device-plugin-values.yaml")
-    if not os.path.exists(path):
-        pytest.skip("NVIDIA's values.yaml is not at hand (../shared/reference/real-world)")
-    with open(path) as handle:
-        default = yaml.safe_load(handle)["affinity"]
+    # The chart's values.yaml at the k8s-device-plugin version tests/peers pins (Go module cache).
+    default = device_plugin_chart_values()["affinity"]
     ours = gpu_operands.gpu_operand_affinity()
     theirs_terms = default["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     our_terms = ours["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

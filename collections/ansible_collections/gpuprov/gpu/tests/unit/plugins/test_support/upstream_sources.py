@@ -19,7 +19,12 @@ import re
 import shutil
 import subprocess
 
+import yaml
+
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peers_dir, unavailable
+
+DEVICE_PLUGIN = "github.com/NVIDIA/k8s-device-plugin"
+MIG_PARTED = "github.com/NVIDIA/mig-parted"
 
 
 def go_mod():
@@ -51,3 +56,10 @@ def module_file(module, path):
     if not os.path.isfile(full):
         unavailable("%s is not in the Go module cache (build tests/peers first)" % full)
     return full
+
+
+def device_plugin_chart_values():
+    """NVIDIA's nvidia-device-plugin chart values (deployments/helm/nvidia-device-plugin/values.yaml),
+    parsed, at the k8s-device-plugin version the harness pins."""
+    with open(module_file(DEVICE_PLUGIN, "deployments/helm/nvidia-device-plugin/values.yaml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
