@@ -1,4 +1,12 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Every GPU DaemonSet gpuprov deploys stays off a node labelled gpuprov.io/gpu-operands=paused."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands, helm_values
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 
