@@ -1,5 +1,6 @@
 """plugin_utils/node_rollout.py and device_plugin_configs.config_sets over Kubernetes objects as
-kubernetes.core.k8s_info returns them."""
+kubernetes.core.k8s_info returns them, and the rollout waves' sizes."""
+import pytest
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, node_rollout
@@ -84,3 +85,27 @@ def test_config_sets_on_a_new_cluster():
     nodes = {"t4-1": _plan("ts-4", TS4)}
     sets = device_plugin_configs.config_sets(nodes, {"ts-4": TS4}, None, {}, [{"metadata": {"name": "t4-1", "labels": {}}}])
     assert sets == {"install": {"ts-4": TS4}, "final": {"ts-4": TS4}, "unknown": []}
+
+
+def test_percentages_resolve_as_ansible_serial_and_are_capped():
+    from ansible.utils.helpers import pct_to_int
+
+    for count in (1, 7, 12, 100, 1000):
+        for wave in ("1%", "10%", "33%", "100%"):
+            assert node_rollout.wave_sizes([wave], count) == [pct_to_int(wave, count)]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100) == [1, 10, 100]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 5) == [1, 5, 5]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 0) == [1, 10, 100]
+    assert node_rollout.wave_sizes(["2", 3], 10, 2) == [2, 2]
+
+
+@pytest.mark.parametrize("waves,max_nodes,message", [
+    ([0], 5, "must be at least one node"),
+    (["ten"], 5, "use a node count"),
+    ([], 5, "at least one wave size"),
+    ([1], -1, "whole number >= 0"),
+])
+def test_bad_waves_are_refused(waves, max_nodes, message):
+    with pytest.raises(ValueError) as info:
+        node_rollout.wave_sizes(waves, 10, max_nodes)
+    assert message in str(info.value)
