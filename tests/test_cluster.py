@@ -11,14 +11,13 @@ import yaml
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
     device_plugin_configs, device_plugin_schema, helm_values, migparted, migparted_export, node_labels)
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "real-world")
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 K8S_VERSION = "1.31"
-NVIDIA_VALUES = os.path.join(SHARED_REFERENCE, "nvidia-device-plugin-values.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -166,14 +165,12 @@ def _key_paths(data, prefix=()):
 
 @pytest.fixture(scope="module")
 def nvidia_values():
-    if not os.path.exists(NVIDIA_VALUES):
-        pytest.skip("NVIDIA's values file is not at %s (../shared/reference/real-world)" % NVIDIA_VALUES)
-    with open(NVIDIA_VALUES) as handle:
-        return yaml.safe_load(handle)
+    """The chart's values.yaml at the k8s-device-plugin version tests/peers pins (Go module cache)."""
+    return device_plugin_chart_values()
 
 
 # nfd.enabled is the condition of the NFD dependency in the chart's Chart.yaml
-# ("nfd.enabled,gfd.enabled"), so values.yaml does not list it (reference section 1).
+# ("nfd.enabled,gfd.enabled"), so values.yaml does not list it.
 CHART_CONDITIONS = {("nfd", "enabled")}
 
 
