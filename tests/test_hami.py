@@ -1,5 +1,6 @@
 """HAMi's cluster side (hami_cluster.py) and `gpuprov export hami`, checked against HAMi's real
-chart files (../shared/reference/real-world/hami, v2.10.0) where they are at hand."""
+chart files (../shared/reference/real-world/hami, v2.10.0; HAMi is not a Go module tests/peers
+pins) where they are at hand, and NVIDIA's device-plugin chart values from the Go module cache."""
 import json
 import os
 import re
@@ -8,12 +9,12 @@ import pytest
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, gpu_operands, hami_cluster, helm_values
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 from gpuprov.planning import plan_inventory
 from test_plan_cli import write_inventory
 from testlib import SHARED_REFERENCE
 
 HAMI = os.path.join(SHARED_REFERENCE, "hami")
-NVIDIA_VALUES = os.path.join(SHARED_REFERENCE, "nvidia-device-plugin-values.yaml")
 needs_chart = pytest.mark.skipif(not os.path.isdir(HAMI), reason="../shared/reference/real-world/hami (HAMi's chart "
                                                                   "files) is not beside the repository")
 
@@ -125,11 +126,9 @@ def test_labels_on_hami_nodes_and_removed_elsewhere(fleet):
     assert ["kubectl", "label", "node", "gpu-t4-01", "--overwrite", "gpu-"] in commands
 
 
-@pytest.mark.skipif(not os.path.exists(NVIDIA_VALUES), reason="nvidia-device-plugin-values.yaml is not in ../shared")
 def test_nvidia_plugin_kept_off_hami_nodes(fleet):
-    with open(NVIDIA_VALUES) as handle:
-        chart_terms = yaml.safe_load(handle)["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    chart_terms = device_plugin_chart_values()["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert hami_cluster.NVIDIA_PLUGIN_DEFAULT_TERMS == chart_terms
     values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
