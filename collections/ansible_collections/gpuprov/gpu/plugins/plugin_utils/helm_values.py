@@ -28,11 +28,9 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error i
 DEVICE_PLUGIN_CHART_VERSION = "0.20.0"
 DEVICE_PLUGIN_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 DEVICE_PLUGIN_CHART_NAME = "nvidia-device-plugin"
-DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"
 NFD_CHART_VERSION = "0.19.0"
 NFD_CHART_REPO = "oci://registry.k8s.io/nfd/charts"
 NFD_CHART_NAME = "node-feature-discovery"
-NFD_IMAGE = "registry.k8s.io/nfd/node-feature-discovery"
 
 NFD_NAMESPACE = "node-feature-discovery"
 
