@@ -46,10 +46,8 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.errors 
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import (  # noqa: F401
     CPU_MANAGER_POLICIES,
-    CPU_MANAGER_STATE_FILE,
     DEFAULT_CONFIG_PATH,
     MEMORY_MANAGER_POLICIES,
-    MEMORY_MANAGER_STATE_FILE,
     TOPOLOGY_MANAGER_POLICIES,
     TOPOLOGY_MANAGER_SCOPES,
 )
