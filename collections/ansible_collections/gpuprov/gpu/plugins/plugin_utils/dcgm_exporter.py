@@ -28,7 +28,6 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands
 CHART_VERSION = "4.8.2"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/k8s/dcgm-exporter"
 IMAGE_TAG = "4.5.3-4.8.2-distroless"
-SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 GPU_OPERANDS_PAUSE_LABEL = gpu_operands.GPU_OPERANDS_PAUSE_LABEL
 GPU_OPERANDS_PAUSED = gpu_operands.GPU_OPERANDS_PAUSED
 # What `gpuprov diagnose --prometheus` reads (NVIDIA/dcgm-exporter etc/default-counters.csv,
