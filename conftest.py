@@ -1,10 +1,11 @@
 """Make the in-repo collection importable as ansible_collections.gpuprov.gpu in tests, and
-name the fakes folder for the collection's unit tests.
+name the fakes folder and the Go peer harness for the collection's unit tests.
 
 Ansible's own loader finds it through ansible.cfg (collections_path = ./collections);
 plain pytest imports need the same folder on sys.path. The collection's unit tests read the
-fakes' location from GPUPROV_FAKES_DIR (tests/unit/plugins/module_utils/fakes_dir.py)
-rather than searching for it; a value already set wins.
+fakes' location from GPUPROV_FAKES_DIR (tests/unit/plugins/module_utils/fakes_dir.py) and the
+Go peers' (tests/peers) from GPUPROV_PEERS_DIR (tests/unit/plugins/test_support/peerlib.py)
+rather than searching for them; a value already set wins.
 """
 import os
 import sys
@@ -14,6 +15,7 @@ COLLECTIONS = os.path.join(ROOT, "collections")
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("GPUPROV_FAKES_DIR", os.path.join(ROOT, "roles", "fake_gpu_node", "files"))
+os.environ.setdefault("GPUPROV_PEERS_DIR", os.path.join(ROOT, "tests", "peers"))
 
 
 def pytest_terminal_summary(terminalreporter):

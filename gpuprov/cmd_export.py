@@ -1,7 +1,8 @@
 """`gpuprov export`: the fleet plan as files other tools read.
 
-Every kind renders through the collection's plugin_utils/cluster.py, the same code the
-gpu_device_plugin role applies with, so an export and a role run never disagree.
+Every kind renders through the collection's plugin_utils (device_plugin_configs, node_labels,
+helm_values, migparted_export, hami_cluster, dra), the same code the gpu_device_plugin role
+applies with, so an export and a role run never disagree.
 """
 import os
 import tempfile
@@ -36,11 +37,14 @@ def _yaml_file(name, comment_lines, documents):
     return ExportFile(name, header + body)
 
 
-def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
+def _device_plugin_files(fleet, configs, namespace, default_config):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, node_labels
+
     nodes = fleet.result["nodes"]
-    configmap = cluster.device_plugin_configmap(nodes, configs, default_config=default_config,
-                                                namespace=namespace or cluster.DEVICE_PLUGIN_NAMESPACE)
-    patches = cluster.node_label_patches(nodes, _node_names(nodes))
+    configmap = device_plugin_configs.device_plugin_configmap(
+        nodes, configs, default_config=default_config,
+        namespace=namespace or device_plugin_configs.DEVICE_PLUGIN_NAMESPACE)
+    patches = node_labels.node_label_patches(nodes, _node_names(nodes))
     name = configmap["metadata"]["name"]
     return [
         _yaml_file("device-plugin-configmap.yaml", [
@@ -54,19 +58,21 @@ def _device_plugin_files(cluster, fleet, configs, namespace, default_config):
             "  kubectl apply --server-side --field-manager=gpuprov -f node-labels.yaml",
             "(server-side apply owns only these labels) or run label-nodes.sh.",
         ], patches),
-        ExportFile("label-nodes.sh", cluster.shell_script(
-            cluster.kubectl_label_commands(patches),
+        ExportFile("label-nodes.sh", node_labels.shell_script(
+            node_labels.kubectl_label_commands(patches),
             "Label each node with its device-plugin config (gpuprov export device-plugin)."),
             executable=True, stdout=False),
     ]
 
 
-def _mig_parted_files(cluster, fleet, namespace):
-    document, assignment = cluster.mig_parted_export(fleet.result["nodes"])
+def _mig_parted_files(fleet, namespace):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import migparted_export, node_labels
+
+    document, assignment = migparted_export.mig_parted_export(fleet.result["nodes"])
     if not assignment:
         fail_bad_input(["no planned node has MIG-capable GPUs; there is nothing to export for mig-parted"])
-    patches = cluster.mig_config_label_patches(assignment, _node_names(fleet.result["nodes"]))
-    configmap = cluster.mig_parted_configmap(document, namespace=namespace or cluster.GPU_OPERATOR_NAMESPACE)
+    patches = migparted_export.mig_config_label_patches(assignment, _node_names(fleet.result["nodes"]))
+    configmap = migparted_export.mig_parted_configmap(document, namespace=namespace or migparted_export.GPU_OPERATOR_NAMESPACE)
     return [
         _yaml_file("mig-parted.yaml", [
             "MIG geometry per node plan, in NVIDIA mig-parted's format (gpuprov export mig-parted).",
@@ -75,43 +81,46 @@ def _mig_parted_files(cluster, fleet, namespace):
         ], [document]),
         _yaml_file("mig-parted-configmap.yaml", [
             "The same config for the GPU Operator's MIG manager:",
-            "  migManager.config.name=%s (key %s)" % (configmap["metadata"]["name"], cluster.MIG_PARTED_CONFIGMAP_KEY),
+            "  migManager.config.name=%s (key %s)" % (configmap["metadata"]["name"], migparted_export.MIG_PARTED_CONFIGMAP_KEY),
         ], [configmap]),
         _yaml_file("mig-config-labels.yaml", [
-            "Each node's %s label; the MIG manager reconfigures a node when it changes." % cluster.MIG_CONFIG_LABEL,
+            "Each node's %s label; the MIG manager reconfigures a node when it changes." % migparted_export.MIG_CONFIG_LABEL,
             "  kubectl apply --server-side --field-manager=gpuprov -f mig-config-labels.yaml",
         ], patches),
-        ExportFile("label-mig-config.sh", cluster.shell_script(
-            cluster.kubectl_label_commands(patches),
+        ExportFile("label-mig-config.sh", node_labels.shell_script(
+            node_labels.kubectl_label_commands(patches),
             "Select each node's MIG config for the MIG manager (gpuprov export mig-parted)."),
             executable=True, stdout=False),
     ]
 
 
-def _helm_values_files(cluster, fleet, configs, namespace, default_config):
+def _helm_values_files(fleet, configs, namespace, default_config):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, node_labels
+
     nodes = fleet.result["nodes"]
-    namespace = namespace or cluster.DEVICE_PLUGIN_NAMESPACE
-    plugin_values = cluster.device_plugin_values(nodes, configs, default_config=default_config)
-    nfd_ref = cluster.chart_ref(cluster.NFD_CHART_REPO, "nfd", cluster.NFD_CHART_NAME)[0]
-    plugin_ref = cluster.chart_ref(cluster.DEVICE_PLUGIN_CHART_REPO, "nvdp", cluster.DEVICE_PLUGIN_CHART_NAME)[0]
-    nfd_cmd = cluster.helm_command(cluster.NFD_CHART_NAME, nfd_ref, cluster.NFD_CHART_VERSION,
-                                   cluster.NFD_NAMESPACE, "nfd-values.yaml")
-    plugin_cmd = cluster.helm_command(cluster.DEVICE_PLUGIN_CHART_NAME, plugin_ref, cluster.DEVICE_PLUGIN_CHART_VERSION,
-                                      namespace, "nvidia-device-plugin-values.yaml")
-    install = cluster.shell_script([
-        ["helm", "repo", "add", "--force-update", "nvdp", cluster.DEVICE_PLUGIN_CHART_REPO],
+    namespace = namespace or device_plugin_configs.DEVICE_PLUGIN_NAMESPACE
+    plugin_values = helm_values.device_plugin_values(nodes, configs, default_config=default_config)
+    nfd_ref = helm_values.chart_ref(helm_values.NFD_CHART_REPO, "nfd", helm_values.NFD_CHART_NAME)[0]
+    plugin_ref = helm_values.chart_ref(helm_values.DEVICE_PLUGIN_CHART_REPO, "nvdp", helm_values.DEVICE_PLUGIN_CHART_NAME)[0]
+    nfd_cmd = helm_values.helm_command(helm_values.NFD_CHART_NAME, nfd_ref, helm_values.NFD_CHART_VERSION,
+                                       helm_values.NFD_NAMESPACE, "nfd-values.yaml")
+    plugin_cmd = helm_values.helm_command(helm_values.DEVICE_PLUGIN_CHART_NAME, plugin_ref,
+                                          helm_values.DEVICE_PLUGIN_CHART_VERSION, namespace,
+                                          "nvidia-device-plugin-values.yaml")
+    install = node_labels.shell_script([
+        ["helm", "repo", "add", "--force-update", "nvdp", helm_values.DEVICE_PLUGIN_CHART_REPO],
         nfd_cmd,
         plugin_cmd,
     ], "Install NFD and the NVIDIA device plugin with these values (gpuprov export helm-values).",
         preamble=['cd -- "$(dirname -- "$0")"'])
     return [
         _yaml_file("nfd-values.yaml", [
-            "node-feature-discovery %s values (gpuprov export helm-values)." % cluster.NFD_CHART_VERSION,
+            "node-feature-discovery %s values (gpuprov export helm-values)." % helm_values.NFD_CHART_VERSION,
             "  " + " ".join(nfd_cmd),
-        ], [cluster.nfd_values()]),
+        ], [helm_values.nfd_values()]),
         _yaml_file("nvidia-device-plugin-values.yaml", [
             "nvidia-device-plugin %s values with the fleet's configs (gpuprov export helm-values)."
-            % cluster.DEVICE_PLUGIN_CHART_VERSION,
+            % helm_values.DEVICE_PLUGIN_CHART_VERSION,
             "  " + " ".join(plugin_cmd),
             "Label the nodes too: gpuprov export device-plugin writes the labels.",
         ], [plugin_values]),
@@ -119,8 +128,9 @@ def _helm_values_files(cluster, fleet, configs, namespace, default_config):
     ]
 
 
-def _hami_files(cluster, fleet, namespace):
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster
+def _hami_files(fleet, namespace):
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import hami_cluster, helm_values, node_labels
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     nodes = fleet.result["nodes"]
     if not hami_cluster.hami_hosts(nodes):
@@ -132,11 +142,11 @@ def _hami_files(cluster, fleet, namespace):
         patches = hami_cluster.label_patches(nodes, node_names)
         values = hami_cluster.values(nodes, node_names)
     except hami_cluster.HamiRenderError as exc:
-        raise cluster.ClusterRenderError(exc.problems)
+        raise ClusterRenderError(exc.problems)
     chart = "%s/%s" % (hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_NAME)
-    helm = cluster.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
-                                "hami-values.yaml")
-    install = cluster.shell_script(
+    helm = helm_values.helm_command(hami_cluster.RELEASE_NAME, chart, hami_cluster.CHART_VERSION, namespace,
+                                    "hami-values.yaml")
+    install = node_labels.shell_script(
         [["kubectl", "apply", "--server-side", "--field-manager=gpuprov", "-f", "hami-device-plugin-configmap.yaml"]]
         + hami_cluster.kubectl_label_commands(patches)
         + [["helm", "repo", "add", "--force-update", hami_cluster.CHART_REPO_NAME, hami_cluster.CHART_REPO], helm],
@@ -180,15 +190,16 @@ def _model_lookup(catalog_file):
     return model_for
 
 
-def _dra_files(cluster, fleet, catalog_file):
+def _dra_files(fleet, catalog_file):
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dra
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
     from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import escape
 
     nodes = fleet.result["nodes"]
     try:
         rendered = dra.export(nodes, _model_lookup(catalog_file), _node_names(nodes))
     except dra.DraRenderError as exc:
-        raise cluster.ClusterRenderError(exc.problems)
+        raise ClusterRenderError(exc.problems)
     head = [
         "What NVIDIA's DRA driver (gpu.nvidia.com, %s, static MIG) publishes for each planned node"
         % dra.DRIVER_RELEASE,
@@ -280,7 +291,7 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
     Exit status: 0 on success; 2 on bad input (every problem listed); 1 when the files
     cannot be written.
     """
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
     fleet = load_plans(inventory, limit, vault, catalog_file=catalog_file, reading=reading)
     configs = dict(fleet.result["device_plugin_configs"])
@@ -292,16 +303,16 @@ def export(inventory, limit, vault, reading, catalog_file, kind, output_dir, out
                        **configs)
     try:
         if kind == "device-plugin":
-            files = _device_plugin_files(cluster, fleet, configs, namespace, default_config)
+            files = _device_plugin_files(fleet, configs, namespace, default_config)
         elif kind == "mig-parted":
-            files = _mig_parted_files(cluster, fleet, namespace)
+            files = _mig_parted_files(fleet, namespace)
         elif kind == "hami":
-            files = _hami_files(cluster, fleet, namespace)
+            files = _hami_files(fleet, namespace)
         elif kind == "dra":
-            files = _dra_files(cluster, fleet, catalog_file)
+            files = _dra_files(fleet, catalog_file)
         else:
-            files = _helm_values_files(cluster, fleet, configs, namespace, default_config)
-    except cluster.ClusterRenderError as exc:
+            files = _helm_values_files(fleet, configs, namespace, default_config)
+    except ClusterRenderError as exc:
         fail_bad_input(exc.problems, header="gpuprov: %d problem(s); nothing was exported:" % len(exc.problems))
 
     if output_dir is None and output == "json":

@@ -3,7 +3,7 @@ workloads with their controllers and budgets, and the GPU DaemonSets as the NVID
 chart renders them (NVIDIA/k8s-device-plugin v0.19.3 deployments/helm/nvidia-device-plugin:
 templates/daemonset-device-plugin.yml and daemonset-gfd.yml), so the real DaemonSet controller
 places and removes their pods."""
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster import gpu_operand_affinity
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.gpu_operands import gpu_operand_affinity
 
 PLUGIN_NAMESPACE = "nvidia-device-plugin"
 PLUGIN_RELEASE = "nvidia-device-plugin"

@@ -47,7 +47,7 @@ def _starts_file(config):
 @pytest.fixture(scope="session")
 def control_plane(request, tmp_path_factory):
     """One control plane and node agent per session (per xdist worker), stopped at the end."""
-    from peerlib import peer_binary
+    from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peer_binary
 
     from controlplane import ControlPlane
 

@@ -32,9 +32,9 @@ import threading
 
 import yaml
 
-from peerlib import peer_binary
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peer_binary, unavailable
 from testlib import REPO
-from upstream_sources import _unavailable, module_cache, module_file
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_cache, module_file
 
 DEVICE_PLUGIN_MODULE = "github.com/NVIDIA/k8s-device-plugin"
 DEVICE_PLUGIN_CHART = "deployments/helm/nvidia-device-plugin"
@@ -86,7 +86,7 @@ def nfd_chart_dir(version):
         proc = subprocess.run([go, "mod", "download", "-json", "%s@v%s" % (NFD_MODULE, version)], cwd="/",
                               env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not os.path.isfile(os.path.join(folder, "Chart.yaml")):
-            _unavailable("%s@v%s is not in the Go module cache and `go mod download` failed: %s"
+            unavailable("%s@v%s is not in the Go module cache and `go mod download` failed: %s"
                          % (NFD_MODULE, version, (proc.stdout + proc.stderr)[-500:]))
     return folder
 

@@ -27,17 +27,17 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "collections"))
 
 import cluster_objects as objects  # noqa: E402
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs  # noqa: E402
 
 TEAM = "team"
 
 
 def gpu_node(plan, nvml_state):
     config_name = plan["device_plugin"]["config_name"]
-    labels = {"feature.node.kubernetes.io/pci-10de.present": "true", cluster.CONFIG_LABEL: config_name}
+    labels = {"feature.node.kubernetes.io/pci-10de.present": "true", device_plugin_configs.CONFIG_LABEL: config_name}
     node = {"labels": labels, "plugin": {"nvml_state": nvml_state}, "holder": {"nvml_state": nvml_state}}
     manifests = [objects.namespace(objects.PLUGIN_NAMESPACE),
-                 objects.device_plugin_configmap({config_name: cluster.config_text(plan["device_plugin"]["config"])}),
+                 objects.device_plugin_configmap({config_name: device_plugin_configs.config_text(plan["device_plugin"]["config"])}),
                  *objects.device_plugin_daemonsets(default_config=config_name)]
     return {"node": node, "manifests": manifests}
 

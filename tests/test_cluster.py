@@ -1,21 +1,23 @@
-"""Cluster rendering (plugin_utils/cluster.py) over the example fleet: Kubernetes objects that
-validate offline, configs that satisfy the device plugin's schema, Helm values whose keys the
-real charts have, and the plan-time rejections of configs the plugin would refuse."""
+"""Cluster rendering (plugin_utils: device_plugin_configs, node_labels, helm_values,
+migparted_export) over the example fleet: Kubernetes objects that validate offline, configs
+that satisfy the device plugin's schema, Helm values whose keys the real charts have, and the
+plan-time rejections of configs the plugin would refuse."""
 import copy
 import os
 
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
+    device_plugin_configs, device_plugin_schema, helm_values, migparted, migparted_export, node_labels)
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_REFERENCE = os.path.join(os.path.dirname(REPO), "shared", "reference", "real-world")
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 K8S_VERSION = "1.31"
-NVIDIA_VALUES = os.path.join(SHARED_REFERENCE, "nvidia-device-plugin-values.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,7 @@ def _validate(obj):
 
 
 def test_device_plugin_configmap_validates_and_holds_every_config(fleet):
-    configmap = cluster.device_plugin_configmap(fleet["nodes"], fleet["device_plugin_configs"])
+    configmap = device_plugin_configs.device_plugin_configmap(fleet["nodes"], fleet["device_plugin_configs"])
     _validate(configmap)
     data = configmap["data"]
     assert set(data) == set(fleet["device_plugin_configs"]) | {"exclusive"}
@@ -43,31 +45,31 @@ def test_device_plugin_configmap_validates_and_holds_every_config(fleet):
         assert text.startswith("version: v1\n")
     for host, plan in fleet["nodes"].items():
         assert yaml.safe_load(data[plan["device_plugin"]["config_name"]]) == plan["device_plugin"]["config"], host
-    assert configmap["metadata"]["annotations"][cluster.DEFAULT_CONFIG_ANNOTATION] == "exclusive"
+    assert configmap["metadata"]["annotations"][device_plugin_configs.DEFAULT_CONFIG_ANNOTATION] == "exclusive"
 
 
 def test_node_label_patches_validate_and_carry_the_plan_labels(fleet):
-    patches = cluster.node_label_patches(fleet["nodes"])
+    patches = node_labels.node_label_patches(fleet["nodes"])
     for patch in patches:
         _validate(patch)
     assert dict((p["metadata"]["name"], p["metadata"]["labels"]) for p in patches) == dict(
-        (h, {cluster.CONFIG_LABEL: plan["device_plugin"]["config_name"]}) for h, plan in fleet["nodes"].items())
+        (h, {device_plugin_configs.CONFIG_LABEL: plan["device_plugin"]["config_name"]}) for h, plan in fleet["nodes"].items())
 
 
 def test_node_names_are_mapped_and_checked(fleet):
-    patches = cluster.node_label_patches(fleet["nodes"], {"gpu-t4-01": "gpu-t4-01.cluster.local"})
+    patches = node_labels.node_label_patches(fleet["nodes"], {"gpu-t4-01": "gpu-t4-01.cluster.local"})
     assert "gpu-t4-01.cluster.local" in [p["metadata"]["name"] for p in patches]
-    with pytest.raises(cluster.ClusterRenderError) as info:
-        cluster.node_label_patches(fleet["nodes"], {"gpu-t4-01": "GPU_T4_01", "gpu-x": "gpu-x"})
+    with pytest.raises(ClusterRenderError) as info:
+        node_labels.node_label_patches(fleet["nodes"], {"gpu-t4-01": "GPU_T4_01", "gpu-x": "gpu-x"})
     text = str(info.value)
     assert "gpu-t4-01: 'GPU_T4_01' is not a valid Kubernetes node name" in text
     assert "host(s) without a plan: gpu-x" in text
 
 
 def test_mig_parted_objects_validate(fleet):
-    document, assignment = cluster.mig_parted_export(fleet["nodes"])
-    _validate(cluster.mig_parted_configmap(document))
-    for patch in cluster.mig_config_label_patches(assignment):
+    document, assignment = migparted_export.mig_parted_export(fleet["nodes"])
+    _validate(migparted_export.mig_parted_configmap(document))
+    for patch in migparted_export.mig_config_label_patches(assignment):
         _validate(patch)
     # Only nodes with MIG-capable GPUs get a MIG config.
     assert sorted(assignment) == ["gpu-a100-01", "gpu-a100-02", "gpu-h100-01"]
@@ -86,28 +88,28 @@ def test_configs_are_checked_before_rendering(fleet):
     for plan in nodes.values():
         if plan["device_plugin"]["config_name"] == "ts-4":
             plan["device_plugin"]["config"] = configs["ts-4"]
-    with pytest.raises(cluster.ClusterRenderError) as info:
-        cluster.device_plugin_values(nodes, configs)
+    with pytest.raises(ClusterRenderError) as info:
+        helm_values.device_plugin_values(nodes, configs)
     assert "device-plugin config ts-4: sharing.timeSlicing.resources[0].replicas: must be >= 2, got 1" in str(info.value)
 
 
 def test_nodes_and_configs_from_different_plans_are_refused(fleet):
     configs = dict(fleet["device_plugin_configs"])
     del configs["ts-4"]
-    with pytest.raises(cluster.ClusterRenderError) as info:
-        cluster.config_map_data(fleet["nodes"], configs)
+    with pytest.raises(ClusterRenderError) as info:
+        device_plugin_configs.config_map_data(fleet["nodes"], configs)
     assert "gpu-t4-01: device-plugin config ts-4 is not among the fleet's configs" in str(info.value)
-    with pytest.raises(cluster.ClusterRenderError) as info:
-        cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-16")
+    with pytest.raises(ClusterRenderError) as info:
+        device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-16")
     assert "default config 'ts-16' is not one of the planned configs" in str(info.value)
     # A planned config may be the default; then nothing is added.
-    data = cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-4")
+    data = device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"], default_config="ts-4")
     assert set(data) == set(fleet["device_plugin_configs"]) | {"exclusive"}  # exclusive is planned (gpu-l40s-02)
 
 
 def test_device_plugin_values(fleet):
-    values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
-    assert values["config"]["map"] == cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
+    values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
+    assert values["config"]["map"] == device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
     assert values["config"]["default"] == "exclusive"
     assert values["gfd"] == {"enabled": True} and values["nfd"] == {"enabled": False}
     # Keys that would override every node's config through environment variables stay unset.
@@ -119,13 +121,13 @@ def test_device_plugin_values(fleet):
     no_static = copy.deepcopy(fleet["nodes"])
     for plan in no_static.values():
         plan["kubelet"] = {}
-    assert "compatWithCPUManager" not in cluster.device_plugin_values(no_static, fleet["device_plugin_configs"])
-    assert cluster.device_plugin_values(no_static, fleet["device_plugin_configs"],
+    assert "compatWithCPUManager" not in helm_values.device_plugin_values(no_static, fleet["device_plugin_configs"])
+    assert helm_values.device_plugin_values(no_static, fleet["device_plugin_configs"],
                                         compat_with_cpu_manager="always")["compatWithCPUManager"] is True
-    assert "compatWithCPUManager" not in cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
+    assert "compatWithCPUManager" not in helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
                                                                       compat_with_cpu_manager="never")
 
-    mirrored = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
+    mirrored = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
                                             image_repository="mirror.example.com/nvidia/k8s-device-plugin",
                                             image_pull_secrets=["pull"],
                                             extra_values={"gfd": {"sleepInterval": "120s"}, "runtimeClassName": "nvidia"})
@@ -136,18 +138,18 @@ def test_device_plugin_values(fleet):
 
 def test_the_rollout_annotation_follows_the_configs_only(fleet):
     nodes, configs = fleet["nodes"], fleet["device_plugin_configs"]
-    first = cluster.device_plugin_values(nodes, configs)["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION]
-    again = cluster.device_plugin_values(copy.deepcopy(nodes), copy.deepcopy(configs),
+    first = helm_values.device_plugin_values(nodes, configs)["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION]
+    again = helm_values.device_plugin_values(copy.deepcopy(nodes), copy.deepcopy(configs),
                                          image_repository="mirror.example.com/x")
-    assert again["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION] == first
+    assert again["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION] == first
     changed_configs = copy.deepcopy(configs)
     changed_nodes = copy.deepcopy(nodes)
     changed_configs["ts-4"]["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] = False
     for plan in changed_nodes.values():
         if plan["device_plugin"]["config_name"] == "ts-4":
             plan["device_plugin"]["config"] = changed_configs["ts-4"]
-    changed = cluster.device_plugin_values(changed_nodes, changed_configs)
-    assert changed["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION] != first
+    changed = helm_values.device_plugin_values(changed_nodes, changed_configs)
+    assert changed["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION] != first
 
 
 def _key_paths(data, prefix=()):
@@ -163,19 +165,17 @@ def _key_paths(data, prefix=()):
 
 @pytest.fixture(scope="module")
 def nvidia_values():
-    if not os.path.exists(NVIDIA_VALUES):
-        pytest.skip("NVIDIA's values file is not at %s (../shared/reference/real-world)" % NVIDIA_VALUES)
-    with open(NVIDIA_VALUES) as handle:
-        return yaml.safe_load(handle)
+    """The chart's values.yaml at the k8s-device-plugin version tests/peers pins (Go module cache)."""
+    return device_plugin_chart_values()
 
 
 # nfd.enabled is the condition of the NFD dependency in the chart's Chart.yaml
-# ("nfd.enabled,gfd.enabled"), so values.yaml does not list it (reference section 1).
+# ("nfd.enabled,gfd.enabled"), so values.yaml does not list it.
 CHART_CONDITIONS = {("nfd", "enabled")}
 
 
 def test_device_plugin_values_use_keys_of_nvidia_values_file(fleet, nvidia_values):
-    values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
+    values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"],
                                           image_repository="mirror.example.com/nvidia/k8s-device-plugin",
                                           image_tag="v0.20.0", image_pull_secrets=["pull"])
     ours = _key_paths(values) - CHART_CONDITIONS
@@ -187,14 +187,14 @@ def test_device_plugin_values_use_keys_of_nvidia_values_file(fleet, nvidia_value
 
 
 def test_nfd_values_use_keys_nvidia_sets_for_its_nfd_subchart(nvidia_values):
-    ours = _key_paths(cluster.nfd_values())
+    ours = _key_paths(helm_values.nfd_values())
     theirs = _key_paths(nvidia_values["nfd"])
     assert ours - theirs == set()
     assert nvidia_values["nfd"]["worker"]["config"]["sources"]["pci"]["deviceLabelFields"] == ["vendor"]
 
 
 def test_nfd_values():
-    values = cluster.nfd_values(image_repository="mirror.example.com/nfd/node-feature-discovery", image_tag="v0.19.0",
+    values = helm_values.nfd_values(image_repository="mirror.example.com/nfd/node-feature-discovery", image_tag="v0.19.0",
                                 extra_values={"worker": {"config": {"sources": {"pci": {"deviceClassWhitelist": ["03"]}}}}})
     assert values["master"]["config"]["extraLabelNs"] == ["nvidia.com"]
     assert values["worker"]["config"]["sources"]["pci"] == {"deviceLabelFields": ["vendor"], "deviceClassWhitelist": ["03"]}
@@ -202,7 +202,7 @@ def test_nfd_values():
 
 
 def test_mig_parted_export_reads_back_and_names_follow_content(fleet):
-    document, assignment = cluster.mig_parted_export(fleet["nodes"])
+    document, assignment = migparted_export.mig_parted_export(fleet["nodes"])
     parsed = migparted.parse(document, "export")
     assert set(parsed) == set(assignment.values())
     a100 = document["mig-configs"][assignment["gpu-a100-01"]]
@@ -211,7 +211,7 @@ def test_mig_parted_export_reads_back_and_names_follow_content(fleet):
                      "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}]
     assert assignment["gpu-a100-01"].startswith("a100-80gb-")
     # Same content, same name; a different layout, a different name.
-    again, again_assignment = cluster.mig_parted_export(copy.deepcopy(fleet["nodes"]))
+    again, again_assignment = migparted_export.mig_parted_export(copy.deepcopy(fleet["nodes"]))
     assert again_assignment == assignment
     assert len(set(assignment.values())) == 3
 
@@ -223,7 +223,7 @@ def test_mig_capable_gpus_outside_mig_strategy_are_exported_disabled(tmp_path):
         "gpuprov_gpu_model": "A100-80GB", "gpuprov_gpu_count": 2,
         "gpuprov_sharing": {"strategy": "time-slicing", "replicas": 2}}}}}))
     nodes = plan_inventory([str(inventory)]).result["nodes"]
-    document, assignment = cluster.mig_parted_export(nodes)
+    document, assignment = migparted_export.mig_parted_export(nodes)
     entries = document["mig-configs"][assignment["a100-ts"]]
     assert entries == [{"device-filter": ["0x20B210DE", "0x20B510DE"],
                         "devices": [0, 1], "mig-enabled": False, "mig-devices": {}}]
@@ -233,7 +233,7 @@ def test_shell_script_quotes_every_word():
     import shlex
 
     commands = [["kubectl", "label", "node", "n1", "--overwrite", "a=b c"], ["echo", "$(rm -rf /)", "'x'"]]
-    script = cluster.shell_script(commands, "test")
+    script = node_labels.shell_script(commands, "test")
     lines = script.splitlines()
     assert lines[:3] == ["#!/bin/sh", "# test", "set -eu"]
     assert [shlex.split(line) for line in lines[3:]] == commands

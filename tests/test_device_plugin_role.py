@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, device_plugin_schema, helm_values
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.planner import plan_fleet
 from gpuprov.planning import plan_inventory
@@ -156,7 +156,7 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     assert release["version"] == "0.20.0" and release["revision"] == 1
     assert "node-feature-discovery/node-feature-discovery" in state["releases"]
     daemonset = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]
-    first_hash = daemonset["podAnnotations"][cluster.CONFIG_HASH_ANNOTATION]
+    first_hash = daemonset["podAnnotations"][helm_values.CONFIG_HASH_ANNOTATION]
     # The pods of every GPU node are read (before and after relabelling), not a DaemonSet's count.
     waits = [c for c in fake.calls("k8s_info") if c["params"]["kind"] == "Pod"]
     assert [w["params"]["namespace"] for w in waits] == ["nvidia-device-plugin"] * 2
@@ -179,13 +179,13 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     for host, plan in changed["nodes"].items():
         if plan["device_plugin"]["config_name"] == "ts-4":
             plan["device_plugin"] = {"config_name": "ts-8", "config": ts8}
-            plan["labels"] = {cluster.CONFIG_LABEL: "ts-8"}
+            plan["labels"] = {device_plugin_configs.CONFIG_LABEL: "ts-8"}
     fake.set_plan(changed)
     proc, recap = fake.run()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     state = fake.state()
-    assert state["nodes"]["gpu-t4-01"]["labels"][cluster.CONFIG_LABEL] == "ts-8"
-    assert state["nodes"]["gpu-a100-01"]["labels"][cluster.CONFIG_LABEL] == "mig-mixed"
+    assert state["nodes"]["gpu-t4-01"]["labels"][device_plugin_configs.CONFIG_LABEL] == "ts-8"
+    assert state["nodes"]["gpu-a100-01"]["labels"][device_plugin_configs.CONFIG_LABEL] == "mig-mixed"
     release = state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]
     # Revision 2 held ts-4 and ts-8 while the T4 nodes were relabelled; revision 3 pruned ts-4.
     assert release["revision"] == 3 and "ts-8" in release["values"]["config"]["map"]
@@ -207,7 +207,7 @@ def test_apply_is_idempotent_and_a_config_change_rolls_the_plugin(tmp_path, flee
     assert installs[0]["podAnnotations"] == installs[1]["podAnnotations"]
     assert set(state["daemonset_pods"]["nvidia-device-plugin/nvidia-device-plugin"].values()) == {2}
     new_hash = state["daemonsets"]["nvidia-device-plugin/nvidia-device-plugin"]["podAnnotations"][
-        cluster.CONFIG_HASH_ANNOTATION]
+        helm_values.CONFIG_HASH_ANNOTATION]
     assert new_hash != first_hash
     # NFD's values did not change, so its release is left alone.
     assert state["releases"]["node-feature-discovery/node-feature-discovery"]["revision"] == 1
@@ -328,7 +328,7 @@ def test_hami_nodes_get_hami_and_not_the_nvidia_plugin(tmp_path):
     state = fake.state()
     assert state["nodes"]["gpu-l40s-01"]["labels"]["gpu"] == "on"
     assert "gpu" not in state["nodes"]["gpu-t4-01"]["labels"]
-    assert state["nodes"]["gpu-t4-01"]["labels"][cluster.CONFIG_LABEL] == "ts-4"
+    assert state["nodes"]["gpu-t4-01"]["labels"][device_plugin_configs.CONFIG_LABEL] == "ts-4"
     configmap = state["configmaps"]["kube-system/gpuprov-hami-device-plugin"]
     entries = json.loads(configmap["data"]["config.json"])["nodeconfig"]
     assert [(e["name"], e["devicesplitcount"]) for e in entries] == [("gpu-l40s-01", 6)]
@@ -457,7 +457,8 @@ def test_a_limited_run_keeps_every_config_a_node_names(tmp_path, fleet):
     state = fake.state()
     ts2 = "version: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
     state["releases"]["nvidia-device-plugin/nvidia-device-plugin"]["values"]["config"]["map"]["ts-2"] = ts2
-    state["nodes"]["gpu-other"] = {"labels": {cluster.CONFIG_LABEL: "ts-2"}, "gpu": True, "devices": {"nvidia.com/gpu": 2}}
+    state["nodes"]["gpu-other"] = {"labels": {device_plugin_configs.CONFIG_LABEL: "ts-2"}, "gpu": True,
+                                   "devices": {"nvidia.com/gpu": 2}}
     fake.state_path.write_text(json.dumps(state))
 
     limited = _limited(fleet, ["gpu-t4-01"])
@@ -526,8 +527,8 @@ def test_the_stub_cluster_stops_a_plugin_whose_config_is_missing(tmp_path):
     fake_cluster = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fake_cluster)
     state = fake_cluster.ensure_pod_state(fake_cluster.empty_state())
-    state["nodes"] = {"a": {"labels": {cluster.CONFIG_LABEL: "ts-4"}, "gpu": True},
-                      "b": {"labels": {cluster.CONFIG_LABEL: "ts-8"}, "gpu": True},
+    state["nodes"] = {"a": {"labels": {device_plugin_configs.CONFIG_LABEL: "ts-4"}, "gpu": True},
+                      "b": {"labels": {device_plugin_configs.CONFIG_LABEL: "ts-8"}, "gpu": True},
                       "c": {"labels": {}, "gpu": True}}
     state["releases"]["nvidia-device-plugin/nvidia-device-plugin"] = {
         "chart": "nvidia-device-plugin", "daemonset": "nvidia-device-plugin", "release_name": "nvidia-device-plugin",

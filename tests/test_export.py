@@ -12,7 +12,8 @@ import yaml
 # unit tests import plugin_utils: a module loaded before Ansible's collection loader is set
 # up must not be looked up through it later.
 import gpuprov.cmd_export  # noqa: F401
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import (
+    device_plugin_configs, device_plugin_schema, helm_values, migparted, migparted_export)
 from gpuprov.planning import plan_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +59,7 @@ def test_device_plugin_to_stdout(gpuprov, fleet):
     documents = list(yaml.safe_load_all(export(gpuprov, "device-plugin")))
     configmap, nodes = documents[0], documents[1:]
     assert configmap["kind"] == "ConfigMap" and configmap["metadata"]["namespace"] == "nvidia-device-plugin"
-    assert configmap["data"] == cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
+    assert configmap["data"] == device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])
     for name, text in configmap["data"].items():
         assert device_plugin_schema.problems(yaml.safe_load(text)) == [], name
     assert dict((n["metadata"]["name"], n["metadata"]["labels"]) for n in nodes) == dict(
@@ -72,7 +73,7 @@ def test_device_plugin_namespace_default_and_limit(gpuprov, fleet):
     documents = list(yaml.safe_load_all(out))
     configmap = documents[0]
     assert configmap["metadata"]["namespace"] == "gpu-operator"
-    assert configmap["metadata"]["annotations"][cluster.DEFAULT_CONFIG_ANNOTATION] == "ts-4"
+    assert configmap["metadata"]["annotations"][device_plugin_configs.DEFAULT_CONFIG_ANNOTATION] == "ts-4"
     # The ConfigMap is cluster-wide: limited to the T4 nodes, it still holds every config the
     # inventory's other nodes use (a missing one would stop their plugin); labels only for T4s.
     assert set(configmap["data"]) == set(fleet["device_plugin_configs"])
@@ -94,7 +95,8 @@ def test_device_plugin_to_a_folder_and_the_label_script_runs(gpuprov, fleet, tmp
     proc = run_script(out_dir / "label-nodes.sh", bin_dir)
     assert proc.returncode == 0, proc.stderr
     calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
-    assert calls == [["label", "node", host, "--overwrite", "%s=%s" % (cluster.CONFIG_LABEL, plan["device_plugin"]["config_name"])]
+    label = device_plugin_configs.CONFIG_LABEL
+    assert calls == [["label", "node", host, "--overwrite", "%s=%s" % (label, plan["device_plugin"]["config_name"])]
                      for host, plan in sorted(fleet["nodes"].items())]
 
     # Same plan, same files: nothing is rewritten.
@@ -109,9 +111,9 @@ def test_helm_values_and_install_script(gpuprov, fleet, tmp_path):
     export(gpuprov, "helm-values", "--output-dir", str(out_dir))
     assert sorted(os.listdir(out_dir)) == ["helm-install.sh", "nfd-values.yaml", "nvidia-device-plugin-values.yaml"]
     plugin = yaml.safe_load((out_dir / "nvidia-device-plugin-values.yaml").read_text())
-    assert plugin == cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
+    assert plugin == helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     nfd = yaml.safe_load((out_dir / "nfd-values.yaml").read_text())
-    assert nfd == cluster.nfd_values()
+    assert nfd == helm_values.nfd_values()
 
     bin_dir, log = fake_tool(tmp_path, "helm")
     proc = run_script(out_dir / "helm-install.sh", bin_dir)
@@ -133,7 +135,7 @@ def test_helm_values_and_install_script(gpuprov, fleet, tmp_path):
 
 def test_helm_values_to_stdout(gpuprov, fleet):
     documents = list(yaml.safe_load_all(export(gpuprov, "helm-values")))
-    assert documents == [cluster.nfd_values(), cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])]
+    assert documents == [helm_values.nfd_values(), helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])]
 
 
 def test_mig_parted_round_trip(gpuprov, fleet, tmp_path):
@@ -143,7 +145,7 @@ def test_mig_parted_round_trip(gpuprov, fleet, tmp_path):
     export(gpuprov, "mig-parted", "--output-dir", str(out_dir))
     assert sorted(os.listdir(out_dir)) == ["label-mig-config.sh", "mig-config-labels.yaml", "mig-parted-configmap.yaml",
                                            "mig-parted.yaml"]
-    labels = dict((d["metadata"]["name"], d["metadata"]["labels"][cluster.MIG_CONFIG_LABEL])
+    labels = dict((d["metadata"]["name"], d["metadata"]["labels"][migparted_export.MIG_CONFIG_LABEL])
                   for d in yaml.safe_load_all((out_dir / "mig-config-labels.yaml").read_text()))
     configmap = yaml.safe_load((out_dir / "mig-parted-configmap.yaml").read_text())
     _validate(configmap)
@@ -183,7 +185,7 @@ def test_mig_parted_label_script_runs(gpuprov, tmp_path):
     assert proc.returncode == 0, proc.stderr
     calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
     assert [c[2] for c in calls] == ["gpu-a100-01", "gpu-a100-02", "gpu-h100-01"]
-    assert all(c[4].startswith(cluster.MIG_CONFIG_LABEL + "=") for c in calls)
+    assert all(c[4].startswith(migparted_export.MIG_CONFIG_LABEL + "=") for c in calls)
 
 
 def test_mig_parted_to_stdout_starts_with_the_config(gpuprov):

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.configz import same_value
-from kubelet_peerlib import FAKE_KUBELET, KubeletFiles
-from peerlib import peer_binary
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import FAKE_KUBELET, KubeletFiles
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peer_binary
 
 pytestmark = pytest.mark.peers
 

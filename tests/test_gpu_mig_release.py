@@ -24,7 +24,7 @@ STUBS = os.path.join(REPO, "tests", "stubs")
 sys.path.insert(0, os.path.join(FAKES, "python"))
 import pynvml as fake_pynvml  # noqa: E402  (the fake)
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands  # noqa: E402
 
 PLAYBOOK = shutil.which("ansible-playbook", path=os.path.dirname(sys.executable))
 pytestmark = pytest.mark.skipif(PLAYBOOK is None, reason="ansible-playbook is not installed beside this Python")
@@ -66,7 +66,7 @@ class HeldNode:
         pods = {POD: {"nodeName": "localhost", "holder_pid": self.pod.pid,
                       "owner": {"kind": "DaemonSet", "name": "nvidia-device-plugin"},
                       "labels": {"app.kubernetes.io/instance": "nvidia-device-plugin"},
-                      "affinity": cluster.gpu_operand_affinity()}}
+                      "affinity": gpu_operands.gpu_operand_affinity()}}
         if hami:
             # HAMi 2.10.0's device-plugin DaemonSet: nodeSelector from devicePlugin.nvidiaNodeSelector
             # (gpu: "on"), no affinity; the NVIDIA plugin stays off gpu=on nodes.

@@ -1,5 +1,6 @@
 """HAMi's cluster side (hami_cluster.py) and `gpuprov export hami`, checked against HAMi's real
-chart files (../shared/reference/real-world/hami, v2.10.0) where they are at hand."""
+chart files (../shared/reference/real-world/hami, v2.10.0; HAMi is not a Go module tests/peers
+pins) where they are at hand, and NVIDIA's device-plugin chart values from the Go module cache."""
 import json
 import os
 import re
@@ -7,13 +8,13 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, gpu_operands, hami_cluster, helm_values
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 from gpuprov.planning import plan_inventory
 from test_plan_cli import write_inventory
 from testlib import SHARED_REFERENCE
 
 HAMI = os.path.join(SHARED_REFERENCE, "hami")
-NVIDIA_VALUES = os.path.join(SHARED_REFERENCE, "nvidia-device-plugin-values.yaml")
 needs_chart = pytest.mark.skipif(not os.path.isdir(HAMI), reason="../shared/reference/real-world/hami (HAMi's chart "
                                                                   "files) is not beside the repository")
 
@@ -125,30 +126,28 @@ def test_labels_on_hami_nodes_and_removed_elsewhere(fleet):
     assert ["kubectl", "label", "node", "gpu-t4-01", "--overwrite", "gpu-"] in commands
 
 
-@pytest.mark.skipif(not os.path.exists(NVIDIA_VALUES), reason="nvidia-device-plugin-values.yaml is not in ../shared")
 def test_nvidia_plugin_kept_off_hami_nodes(fleet):
-    with open(NVIDIA_VALUES) as handle:
-        chart_terms = yaml.safe_load(handle)["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    chart_terms = device_plugin_chart_values()["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert hami_cluster.NVIDIA_PLUGIN_DEFAULT_TERMS == chart_terms
-    values = cluster.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
+    values = helm_values.device_plugin_values(fleet["nodes"], fleet["device_plugin_configs"])
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     # Every term the chart ORs keeps its own expression, the MIG-change pause rule
-    # (cluster.gpu_operand_affinity) and excludes gpu=on.
+    # (gpu_operands.gpu_operand_affinity) and excludes gpu=on.
     assert len(terms) == len(chart_terms)
     for mine, theirs in zip(terms, chart_terms):
         assert mine["matchExpressions"] == theirs["matchExpressions"] + [
             {"key": "gpuprov.io/gpu-operands", "operator": "NotIn", "values": ["paused"]},
             {"key": "gpu", "operator": "NotIn", "values": ["on"]}]
     # HAMi nodes get no NVIDIA config; the rest do.
-    assert set(cluster.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])) == {"exclusive", "ts-4"}
+    assert set(device_plugin_configs.config_map_data(fleet["nodes"], fleet["device_plugin_configs"])) == {"exclusive", "ts-4"}
 
 
 def test_fleet_without_hami_leaves_the_nvidia_affinity_alone(tmp_path):
     result = plan_inventory([write_inventory(tmp_path, {"t": HOSTS["gpu-t4-01"]})]).result
     # Only the MIG-change pause rule every GPU DaemonSet carries; no HAMi term.
-    affinity = cluster.device_plugin_values(result["nodes"], result["device_plugin_configs"])["affinity"]
-    assert affinity == cluster.gpu_operand_affinity()
+    affinity = helm_values.device_plugin_values(result["nodes"], result["device_plugin_configs"])["affinity"]
+    assert affinity == gpu_operands.gpu_operand_affinity()
 
 
 def test_export_hami(gpuprov, tmp_path):

@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from peerlib import peer_binary
-from upstream_sources import module_file
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peer_binary
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_file
 
 pytestmark = pytest.mark.peers
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 from testlib import FAKES
 
 sys.path.insert(0, os.path.join(FAKES, "python"))

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 import gpuprov.cmd_export  # noqa: F401  (imported before the collection loader, as in test_export)
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, device_plugin_schema
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, device_plugin_schema, helm_values
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_file
 from gpuprov.planning import plan_inventory
-from peerlib import run_peer
 from testlib import REPO
-from upstream_sources import module_file
 
 pytestmark = pytest.mark.peers
 
@@ -104,7 +104,7 @@ def written_configs(fleets):
     texts = {}
     for plan in fleets.values():
         nodes = dict((h, n) for h, n in plan["nodes"].items() if n["device_plugin"] is not None)
-        for name, text in cluster.config_map_data(nodes, plan["device_plugin_configs"]).items():
+        for name, text in device_plugin_configs.config_map_data(nodes, plan["device_plugin_configs"]).items():
             assert texts.setdefault(name, text) == text, "config %s means two things" % name
     return texts
 
@@ -191,7 +191,7 @@ def test_cpu_manager_compat_values_reach_the_plugin(fleets, tmp_path):
     runs with passDeviceSpecs on: the config file does not undo it."""
     plan = fleets["every-kind"]
     nodes = dict((h, n) for h, n in plan["nodes"].items() if n["device_plugin"] is not None)
-    values = cluster.device_plugin_values(nodes, plan["device_plugin_configs"], compat_with_cpu_manager="always")
+    values = helm_values.device_plugin_values(nodes, plan["device_plugin_configs"], compat_with_cpu_manager="always")
     assert values["compatWithCPUManager"] is True
     env = dict(CHART_ENV, PASS_DEVICE_SPECS="true")
     result = load(tmp_path, values["config"]["map"]["ts-2"], env=env)

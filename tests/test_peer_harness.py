@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 from testlib import REPO
 
 pytestmark = pytest.mark.peers
@@ -42,7 +42,7 @@ def test_helm_reports_the_pinned_release():
     import subprocess
 
     from helm_repo import helm_binary
-    from upstream_sources import pinned_version
+    from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import pinned_version
     pinned = pinned_version("helm.sh/helm/v3")
     out = subprocess.run([helm_binary(), "version"], capture_output=True, text=True, check=True).stdout
     assert out.startswith('version.BuildInfo{Version:"%s",' % pinned), out

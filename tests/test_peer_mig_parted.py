@@ -13,13 +13,13 @@ import yaml
 
 import gpuprov.cmd_export  # noqa: F401  (imported before the collection loader, as in test_export)
 import mig_mock_differences as mock_differences
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, cluster, migparted
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, migparted, migparted_export
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import intent as intent_mod
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import planner
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_file
 from gpuprov.planning import plan_inventory
-from peerlib import run_peer
 from testlib import REPO
-from upstream_sources import module_file
 
 pytestmark = pytest.mark.peers
 
@@ -66,7 +66,7 @@ def pci_ids(plan, which):
 def test_every_exported_file_parses_and_selects_what_gpuprov_meant(export_fleets, tmp_path):
     checked = 0
     for fleet in export_fleets:
-        document, assignment = cluster.mig_parted_export(fleet["nodes"])
+        document, assignment = migparted_export.mig_parted_export(fleet["nodes"])
         path = tmp_path / "mig-parted.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
         parsed = run_peer("mig-parted-config", path)

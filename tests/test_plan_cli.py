@@ -7,7 +7,8 @@ import textwrap
 import pytest
 import yaml
 
-from testlib import REPO, SHARED_REFERENCE
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import MIG_PARTED, module_file
+from testlib import REPO
 
 EXAMPLES = os.path.join(REPO, "examples", "inventory.yml")
 
@@ -135,7 +136,6 @@ def test_group_vars_and_templates_resolve_like_ansible(gpuprov, tmp_path):
     assert data["nodes"]["l4-2"]["resources"] == {"nvidia.com/gpu": 6}
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED_REFERENCE), reason="shared/reference/real-world not present")
 @pytest.mark.parametrize("config,model,expected", [
     ("all-balanced", "H200-141GB", {"nvidia.com/mig-1g.18gb": 2, "nvidia.com/mig-2g.35gb": 1, "nvidia.com/mig-3g.71gb": 1}),
     ("all-balanced", "A30", {"nvidia.com/mig-1g.6gb": 2, "nvidia.com/mig-2g.12gb": 1}),
@@ -145,15 +145,15 @@ def test_group_vars_and_templates_resolve_like_ansible(gpuprov, tmp_path):
     ("all-disabled", "H100-80GB", {"nvidia.com/gpu": 1}),
 ])
 def test_nvidia_config_default_is_understood(gpuprov, tmp_path, config, model, expected):
-    shutil.copy(os.path.join(SHARED_REFERENCE, "mig-parted-config-default.yaml"), tmp_path / "nv.yaml")
+    # NVIDIA's shipped configs, at the mig-parted version tests/peers pins (Go module cache).
+    shutil.copy(module_file(MIG_PARTED, "deployments/systemd/config-default.yaml"), tmp_path / "nv.yaml")
     inv = write_inventory(tmp_path, {"n": {"gpuprov_gpu_model": model, "gpuprov_mig_config_file": "nv.yaml",
                                            "gpuprov_sharing": {"strategy": "mig", "mig": {"config": config}}}})
     assert plan_json(gpuprov, inv)["nodes"]["n"]["resources"] == expected
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED_REFERENCE), reason="shared/reference/real-world not present")
 def test_nvidia_per_device_example_config(gpuprov, tmp_path):
-    shutil.copy(os.path.join(SHARED_REFERENCE, "mig-parted-example-config.yaml"), tmp_path / "ex.yaml")
+    shutil.copy(module_file(MIG_PARTED, "examples/config.yaml"), tmp_path / "ex.yaml")
     inv = write_inventory(tmp_path, {"dgx": {"gpuprov_gpu_model": "A100-SXM4-40GB", "gpuprov_gpu_count": 8,
                                              "gpuprov_mig_config_file": "ex.yaml",
                                              "gpuprov_sharing": {"strategy": "mig", "mig": {"config": "custom-config"}}}})
@@ -254,6 +254,16 @@ def test_each_bad_input_alone_exits_2(gpuprov, tmp_path, host):
 def test_missing_inventory_is_bad_input(gpuprov, tmp_path):
     code, _, err = gpuprov("plan", "-i", str(tmp_path / "nope.yml"))
     assert code == 2 and "no such file" in err
+
+
+def test_plan_refuses_a_bad_kubelet_value_naming_host_and_field(gpuprov, tmp_path):
+    inv = write_inventory(tmp_path, {"gpu-01": {
+        "gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1,
+        "gpuprov_kubelet": {"cpu_manager_reconcile_period": "forever; rm -rf /"}}})
+    code, out, err = gpuprov("plan", "-i", inv)
+    assert code == 2, out
+    assert ("gpu-01: gpuprov_kubelet.cpu_manager_reconcile_period: 'forever; rm -rf /' is not a "
+            "Go duration") in err
 
 
 def test_catalog_command(gpuprov):

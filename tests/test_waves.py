@@ -1,42 +1,16 @@
 """Rollout waves: no wave larger than gpuprov_wave_max_nodes, so a large fleet is never drained
-90% at once in its last wave. The filter (resolution as Ansible's serial does, then the cap),
-site.yml's batches as ansible-playbook runs them (the CLI option: tests/test_apply_cli.py)."""
+90% at once in its last wave. site.yml's and kubelet.yml's batches as ansible-playbook runs them;
+the wave sizes themselves (resolution as Ansible's serial does, then the cap): the collection's
+tests/unit/plugins/plugin_utils/test_node_rollout.py; the CLI option: tests/test_apply_cli.py."""
 import json
 import os
 import re
 import subprocess
 import sys
 
-import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_rollout
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def test_percentages_resolve_as_ansible_serial_and_are_capped():
-    from ansible.utils.helpers import pct_to_int
-
-    for count in (1, 7, 12, 100, 1000):
-        for wave in ("1%", "10%", "33%", "100%"):
-            assert node_rollout.wave_sizes([wave], count) == [pct_to_int(wave, count)]
-    assert node_rollout.wave_sizes([1, "10%", "100%"], 100) == [1, 10, 100]
-    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 5) == [1, 5, 5]
-    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 0) == [1, 10, 100]
-    assert node_rollout.wave_sizes(["2", 3], 10, 2) == [2, 2]
-
-
-@pytest.mark.parametrize("waves,max_nodes,message", [
-    ([0], 5, "must be at least one node"),
-    (["ten"], 5, "use a node count"),
-    ([], 5, "at least one wave size"),
-    ([1], -1, "whole number >= 0"),
-])
-def test_bad_waves_are_refused(waves, max_nodes, message):
-    with pytest.raises(ValueError) as info:
-        node_rollout.wave_sizes(waves, 10, max_nodes)
-    assert message in str(info.value)
 
 
 def _batches(tmp_path, hosts, variables, playbook="site.yml", play="Converge GPU nodes"):

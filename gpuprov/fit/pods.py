@@ -181,11 +181,6 @@ def with_autoscalers(documents):
     return out
 
 
-def deployments(result, namespace=None):
-    """[(comment lines, Deployment)] for every workload of the fit result."""
-    return [(comments, deployment) for comments, deployment, _ in _deployments(result, namespace)]
-
-
 def _deployments(result, namespace=None):
     nodes = dict((n.host, n) for n in result.nodes)
     groups = []  # [workload, key, [copies]]

@@ -24,7 +24,6 @@ class ConvergeOutcome:
         self.rc = rc
         nodes = (summary or {}).get("nodes") or {}
         self.node_status = (nodes.get(node) or {}).get("status", "not run")
-        self.cluster_status = (nodes.get("localhost") or {}).get("status", "not run")
         bad = [h for h, n in nodes.items() if n.get("status") in ("failed", "unreachable")]
         self.ok = rc == 0 and not bad and self.node_status != "not run"
         self.changed = any(n.get("status") == "changed" for n in nodes.values())

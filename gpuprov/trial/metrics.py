@@ -45,10 +45,8 @@ class WindowReader:
     def __init__(self, client, node, metrics, quantiles, namespace=None):
         self.client, self.node, self.metrics, self.quantiles = client, node, tuple(metrics), tuple(quantiles)
         self.namespace = namespace
-        self.queries = 0
 
     def _query(self, promql, end):
-        self.queries += 1
         return self.client.query(promql, end)
 
     def _workload_selector(self):

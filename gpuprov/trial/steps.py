@@ -24,7 +24,6 @@ MAX_STEPS = 16
 MAX_REPLICAS = 128  # the planner's limit per GPU (plugin_utils/intent.py)
 # The step's inventory source names the host in a file name: only plain host names.
 _FILE_SAFE_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z", re.ASCII)
-DEFAULT_STEPS = "2,4,8"
 
 
 class TrialInputError(Exception):

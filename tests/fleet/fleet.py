@@ -205,7 +205,7 @@ class FleetCluster:
     The pod's process (a `sleep` in the node's mount namespace) is a holder of every GPU of
     its node in the fake NVML state, so a GPU reset or an Ampere MIG mode change fails "In use
     by another client" while it runs. By default it is the device plugin's pod as gpuprov's
-    chart deploys it: with the pause affinity (plugin_utils/cluster.gpu_operand_affinity), so
+    chart deploys it: with the pause affinity (plugin_utils/gpu_operands.gpu_operand_affinity), so
     the DaemonSet controller of the fake cluster removes it, and the kubelet stops its process,
     once gpuprov labels the node gpuprov.io/gpu-operands=paused. pause_affinity=False, with
     another namespace and DaemonSet, is a GPU DaemonSet gpuprov did not deploy: it stays.
@@ -288,11 +288,11 @@ def _catalog():
 
 
 def _gpu_operand_affinity():
-    """The node affinity gpuprov's charts give every GPU DaemonSet (plugin_utils/cluster.py)."""
+    """The node affinity gpuprov's charts give every GPU DaemonSet (plugin_utils/gpu_operands.py)."""
     _catalog()  # puts the collection on sys.path when the root conftest did not
-    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+    from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands
 
-    return cluster.gpu_operand_affinity()
+    return gpu_operands.gpu_operand_affinity()
 
 
 def resolve_model(name, where):

@@ -45,14 +45,14 @@ _value:
   elements: str
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels, node_rollout, plan_filters
 
 
 def allocatable_problems(nodes, plans, node_names=None):
-    nodes, plans, node_names = cluster.plain_data([nodes, plans, node_names])
+    nodes, plans, node_names = plan_filters.plain_data([nodes, plans, node_names])
     by_name = dict(((n.get("metadata") or {}).get("name"), n) for n in nodes or [])
     problems = []
-    for host, name in sorted(cluster.node_names(plans, node_names).items()):
+    for host, name in sorted(node_labels.node_names(plans, node_names).items()):
         if name not in by_name:
             problems.append("%s: node not found" % name)
             continue

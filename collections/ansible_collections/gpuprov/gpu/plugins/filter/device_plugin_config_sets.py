@@ -53,12 +53,12 @@ _value:
   type: dict
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, plan_filters
 
 
 def device_plugin_config_sets(nodes, configs, inventory_configs=None, live_values=None, live_nodes=None,
                               node_names=None):
-    return plan_filters.render_plan("device_plugin_config_sets", cluster.config_sets, nodes, configs,
+    return plan_filters.render_plan("device_plugin_config_sets", device_plugin_configs.config_sets, nodes, configs,
                                     inventory_configs, live_values, live_nodes, node_names)
 
 

@@ -39,11 +39,11 @@ _value:
   elements: dict
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels, plan_filters
 
 
 def device_plugin_node_labels(nodes, node_names=None):
-    return plan_filters.render_plan("device_plugin_node_labels", cluster.node_label_patches, nodes, node_names)
+    return plan_filters.render_plan("device_plugin_node_labels", node_labels.node_label_patches, nodes, node_names)
 
 
 class FilterModule(object):

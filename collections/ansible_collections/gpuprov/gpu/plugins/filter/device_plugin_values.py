@@ -87,16 +87,16 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, plan_filters
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, plan_filters
 
 
-def device_plugin_values(nodes, configs, default_config=cluster.DEFAULT_CONFIG, image_repository=None, image_tag=None,
+def device_plugin_values(nodes, configs, default_config=device_plugin_configs.DEFAULT_CONFIG, image_repository=None, image_tag=None,
                          image_pull_secrets=None, compat_with_cpu_manager="auto", extra_values=None,
                          rollout_configs=None):
     if not isinstance(nodes, dict) or not isinstance(configs, dict):
         raise AnsibleFilterError("device_plugin_values: the input must be the plan's nodes mapping and the "
                                  "argument its device_plugin_configs mapping")
-    return plan_filters.render_plan("device_plugin_values", cluster.device_plugin_values, nodes, configs,
+    return plan_filters.render_plan("device_plugin_values", helm_values.device_plugin_values, nodes, configs,
                                     default_config=default_config, image_repository=image_repository,
                                     image_tag=image_tag, image_pull_secrets=image_pull_secrets or [],
                                     compat_with_cpu_manager=compat_with_cpu_manager,

@@ -35,11 +35,11 @@ _value:
   elements: str
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_rollout, plan_filters
 
 
 def drain_leftovers(pods):
-    return node_rollout.pods_left_after_drain(cluster.plain_data(pods))
+    return node_rollout.pods_left_after_drain(plan_filters.plain_data(pods))
 
 
 class FilterModule(object):

@@ -36,11 +36,11 @@ _value:
   elements: str
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_rollout, plan_filters
 
 
 def drain_unmanaged(pods):
-    return node_rollout.pods_without_controller(cluster.plain_data(pods))
+    return node_rollout.pods_without_controller(plan_filters.plain_data(pods))
 
 
 class FilterModule(object):

@@ -56,12 +56,12 @@ _value:
   elements: str
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_labels, node_rollout, plan_filters
 
 
 def gpu_operand_problems(pods, plans, fullname, node_names=None, with_mps=True):
-    pods, plans, node_names = cluster.plain_data([pods, plans, node_names])
-    names = cluster.node_names(plans, node_names)
+    pods, plans, node_names = plan_filters.plain_data([pods, plans, node_names])
+    names = node_labels.node_names(plans, node_names)
     expected = {}
     for host, plan in plans.items():
         components = ["device-plugin", "gpu-feature-discovery"]

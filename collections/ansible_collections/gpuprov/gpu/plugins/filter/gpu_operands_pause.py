@@ -53,11 +53,11 @@ _value:
       type: bool
 """
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, gpu_operands
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands, plan_filters
 
 
 def gpu_operands_pause(node_labels):
-    return gpu_operands.pause_label_patches(cluster.plain_data(node_labels))
+    return gpu_operands.pause_label_patches(plan_filters.plain_data(node_labels))
 
 
 class FilterModule(object):

@@ -43,7 +43,7 @@ _value:
 """
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.configz import configz_mismatches
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster import plain_data
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.plan_filters import plain_data
 
 
 def kubelet_configz_mismatches(running, expected):

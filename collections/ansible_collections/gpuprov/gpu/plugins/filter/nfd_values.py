@@ -52,15 +52,15 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import helm_values, plan_filters
 
 
 def nfd_values(extra_values, image_repository=None, image_tag=None, image_pull_secrets=None):
     if extra_values is not None and not isinstance(extra_values, dict):
         raise AnsibleFilterError("nfd_values: the input must be a mapping of extra values ({} for none)")
-    extra_values, image_pull_secrets = cluster.plain_data([extra_values, image_pull_secrets])
-    return cluster.nfd_values(image_repository=image_repository, image_tag=image_tag,
-                              image_pull_secrets=image_pull_secrets or (), extra_values=extra_values)
+    extra_values, image_pull_secrets = plan_filters.plain_data([extra_values, image_pull_secrets])
+    return helm_values.nfd_values(image_repository=image_repository, image_tag=image_tag,
+                                  image_pull_secrets=image_pull_secrets or (), extra_values=extra_values)
 
 
 class FilterModule(object):

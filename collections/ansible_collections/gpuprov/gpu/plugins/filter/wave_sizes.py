@@ -47,11 +47,11 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_rollout, plan_filters
 
 
 def wave_sizes(waves, host_count, max_nodes=0):
-    waves = cluster.plain_data(waves)
+    waves = plan_filters.plain_data(waves)
     try:
         return node_rollout.wave_sizes(waves, int(host_count), int(max_nodes or 0))
     except (TypeError, ValueError) as exc:

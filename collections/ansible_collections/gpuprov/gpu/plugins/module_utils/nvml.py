@@ -55,6 +55,12 @@ GpuProfile = namedtuple("GpuProfile", ["name", "enum", "id", "compute_slices", "
                                        "memory_mib", "placements"])
 GpuInstance = namedtuple("GpuInstance", ["id", "profile", "profile_id", "start", "size", "compute_instances"])
 
+# The oldest driver branch gpuprov supports: the newest NVML symbols it calls
+# (nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetGpuInstanceProfileInfoV with profile
+# names, 1g+me / 1g 2x-memory profiles) all exist there. (UNVERIFIED: from NVIDIA's release
+# notes as summarised by mig-parted's configs, not checked against each nvml.h release.)
+MINIMUM_DRIVER = "R525"
+
 # What to do, by NVML error class name.
 _HINTS = {
     "NVMLError_InUse": "processes or compute instances still use it; stop them or set force",
@@ -77,13 +83,8 @@ _HINTS = {
     "NVMLError_NotFound": "the object no longer exists; re-read the GPU's state with gpu_facts",
     "NVMLError_LibRmVersionMismatch": "the NVIDIA library and kernel module differ; reboot or reload the driver",
     "NVMLError_FunctionNotFound": "the NVIDIA driver is too old for this call; gpuprov needs driver %s or newer"
-                                  % "R525",
+                                  % MINIMUM_DRIVER,
 }
-# The oldest driver branch gpuprov supports: the newest NVML symbols it calls
-# (nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetGpuInstanceProfileInfoV with profile
-# names, 1g+me / 1g 2x-memory profiles) all exist there. (UNVERIFIED: from NVIDIA's release
-# notes as summarised by mig-parted's configs, not checked against each nvml.h release.)
-MINIMUM_DRIVER = "R525"
 
 
 class NvmlError(Exception):

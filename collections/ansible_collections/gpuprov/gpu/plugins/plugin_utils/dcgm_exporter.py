@@ -14,7 +14,7 @@ Facts from NVIDIA/dcgm-exporter `deployment/values.yaml` and templates (chart 4.
 - `affinity` replaces the chart's (empty) default: the exporter runs only where
   nvidia.com/gpu.present=true (GFD's label) and never on a node labelled
   gpuprov.io/gpu-operands=paused, like the other GPU DaemonSets gpuprov deploys (see
-  plugin_utils/cluster.py), so a MIG change can release the GPUs first (the exporter holds
+  plugin_utils/gpu_operands.py), so a MIG change can release the GPUs first (the exporter holds
   them through its embedded nv-hostengine).
 """
 from __future__ import absolute_import, division, print_function
@@ -28,7 +28,6 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands
 CHART_VERSION = "4.8.2"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/k8s/dcgm-exporter"
 IMAGE_TAG = "4.5.3-4.8.2-distroless"
-SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 GPU_OPERANDS_PAUSE_LABEL = gpu_operands.GPU_OPERANDS_PAUSE_LABEL
 GPU_OPERANDS_PAUSED = gpu_operands.GPU_OPERANDS_PAUSED
 # What `gpuprov diagnose --prometheus` reads (NVIDIA/dcgm-exporter etc/default-counters.csv,

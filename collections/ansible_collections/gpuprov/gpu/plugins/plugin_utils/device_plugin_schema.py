@@ -25,6 +25,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import kubernetes_names
+
 _BOOL = {"type": "boolean"}
 _STR = {"type": "string"}
 # GFD's sleepInterval: a Go duration such as 60s, 1m30s, 500ms, or "infinite" (api/config/v1
@@ -32,7 +34,7 @@ _STR = {"type": "string"}
 _DURATION = {"type": "string", "pattern": r"^(infinite|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"}
 # An extended resource name as the plugin's NewResourceName checks it: nvidia.com/ and a
 # lowercase RFC 1123 subdomain (k8s.io/apimachinery NameIsDNSSubdomain), 63 characters in all.
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_DNS_SUBDOMAIN = kubernetes_names.DNS_SUBDOMAIN
 _RESOURCE_NAME = {"type": "string", "maxLength": 63, "pattern": r"^nvidia\.com/%s$" % _DNS_SUBDOMAIN}
 # NewResourceName also takes a short name and puts nvidia.com/ before it (the custom
 # `resources` section; gpuprov's own sharing entries always carry the full name).

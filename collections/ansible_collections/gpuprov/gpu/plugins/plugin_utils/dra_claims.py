@@ -47,7 +47,6 @@ MPS = "MPS"
 # The gates a claim's sharing config needs in the driver (featuregates.go, alpha, default off).
 FEATURE_GATES = {TIME_SLICING: "TimeSlicingSettings", MPS: "MPSSupport"}
 DEFAULT_INTERVAL = "Default"
-RESERVED_FOR_MAX = 256  # k8s.io/api resource/v1 ResourceClaimReservedForMaxSize
 _ATTRIBUTE = "device.attributes['%s'].%%s" % dra.DRIVER
 _CAPACITY = "device.capacity['%s'].%%s" % dra.DRIVER
 

@@ -9,8 +9,8 @@ with ignore_daemonsets leaves them running. The gpu_mig role sets it, waits for 
 go, changes MIG and removes it again. (The GPU Operator has its own per-operand labels,
 nvidia.com/gpu.deploy.<operand>=paused-for-mig-change; see docs/cluster-side.md.)
 
-A module of its own so that cluster.py (which imports hami_cluster), hami_cluster.py and
-dcgm_exporter.py share it without importing each other; cluster.gpu_operand_affinity is this.
+A module of its own so that helm_values.py (which imports hami_cluster), hami_cluster.py and
+dcgm_exporter.py share it without importing each other.
 """
 from __future__ import absolute_import, division, print_function
 

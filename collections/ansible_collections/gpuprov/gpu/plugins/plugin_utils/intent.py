@@ -54,9 +54,6 @@ MAX_GPUS_PER_NODE = 64
 # replica, and never more than MAX_REPLICAS replicas per GPU (a gpuprov policy, not NVIDIA's).
 MIN_REPLICA_MIB = 256
 MAX_REPLICAS = sharing_base.MAX_REPLICAS
-# MIG: at most 7 GPU instances per GPU on every MIG-capable GPU (A100, A30 has 4, H100,
-# H200, B200: 7 compute slices; NVIDIA MIG user guide, "Supported MIG Profiles").
-MAX_MIG_INSTANCES = 7
 MAX_NAME_LENGTH = 128
 
 

@@ -36,10 +36,6 @@ SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 500000
 
-LIMITS_TEXT = ("files: at most %d MiB (cluster snapshots %d MiB), nesting depth %d, %d values after "
-               "YAML alias expansion; UTF-8 text only"
-               % (MAX_BYTES // (1024 * 1024), SNAPSHOT_MAX_BYTES // (1024 * 1024), MAX_DEPTH, MAX_NODES))
-
 
 class FileInputError(ValueError):
     """A file that cannot be read as data; the message starts with the file's name."""

@@ -8,6 +8,10 @@ ansible-core marks a process as "the controller" as soon as controller code is i
 of into the module result. On a node that never happens; in one pytest process that also
 tests filters and action plugins it does. Module tests therefore run with the flag as a node
 has it.
+
+The fake GPU node (``fake_node``: fake pynvml first on sys.path, its state under the test's
+tmp_path) and ``run_module`` come from plugins/module_utils/nvml_node.py, for the module and
+module_utils tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,6 +19,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import pytest
+
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.nvml_node import (  # noqa: F401
+    fake_node,
+    run_module,
+)
+
+__all__ = ["fake_node", "run_module"]
 
 
 @pytest.fixture(autouse=True)

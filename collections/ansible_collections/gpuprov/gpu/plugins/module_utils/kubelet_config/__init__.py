@@ -22,7 +22,8 @@ One concept per file:
 - ``atomic_write``: writing the file atomically with a backup.
 - ``errors``: ``KubeletConfigError``, the error every part raises.
 
-tests/test_kubelet_peer_*.py hold these against the kubelet's own code (tests/peers).
+tests/unit/plugins/module_utils/test_kubelet_peer_*.py hold these against the kubelet's own code
+(the Go peers of the repository's tests/peers).
 
 The names the ``kubelet_config`` module uses are re-exported here.
 """
@@ -45,10 +46,8 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.errors 
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import (  # noqa: F401
     CPU_MANAGER_POLICIES,
-    CPU_MANAGER_STATE_FILE,
     DEFAULT_CONFIG_PATH,
     MEMORY_MANAGER_POLICIES,
-    MEMORY_MANAGER_STATE_FILE,
     TOPOLOGY_MANAGER_POLICIES,
     TOPOLOGY_MANAGER_SCOPES,
 )

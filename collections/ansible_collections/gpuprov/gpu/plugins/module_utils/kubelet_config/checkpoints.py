@@ -7,7 +7,7 @@
 The kubelet restores ``cpu_manager_state`` and ``memory_manager_state`` at start and refuses
 to run (it crash-loops) when a checkpoint contradicts the config (pkg/kubelet/cm/cpumanager and
 pkg/kubelet/cm/memorymanager, kubernetes v1.37.2; the peer tests in
-tests/test_kubelet_peer_checkpoints.py hold this table against that code):
+tests/unit/plugins/module_utils/test_kubelet_peer_checkpoints.py hold this table against that code):
 
 - CPU manager: a different policy name (``NewCheckpointState``). Under the static policy, a
   different set of reserved CPUs: ``validateState`` wants every reserved CPU in the

@@ -11,8 +11,6 @@ __metaclass__ = type
 
 
 DEFAULT_CONFIG_PATH = "/var/lib/kubelet/config.yaml"
-CPU_MANAGER_STATE_FILE = "cpu_manager_state"
-MEMORY_MANAGER_STATE_FILE = "memory_manager_state"
 AUTO = "auto"
 
 CPU_MANAGER_POLICIES = ("none", "static")

@@ -53,7 +53,6 @@ VALUE_FLAGS = set(FLAG_KEYS) | {"--config", "--config-dir", "--kubeconfig",
                                 "--pod-infra-container-image", "--node-labels",
                                 "--cert-dir", "--cloud-provider", "--register-with-taints"}
 
-KUBEADM_FLAGS_ENV = "/var/lib/kubelet/kubeadm-flags.env"
 KUBESPRAY_ENV = "/etc/kubernetes/kubelet.env"
 
 # KubeletConfiguration key -> the Kubespray variable that sets it, read from Kubespray's

@@ -7,7 +7,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.filter.gpu_operands_pause import FilterModule
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands
 
 gpu_operands_pause = FilterModule().filters()["gpu_operands_pause"]
 PAUSE = "gpuprov.io/gpu-operands"
@@ -48,7 +48,7 @@ def test_a_node_without_hami_gets_only_the_pause_label(labels):
     patches = gpu_operands_pause(labels)
     assert patches == {"pause": {PAUSE: "paused"}, "resume": {PAUSE: None}, "hami": False}
     paused = _apply(labels, patches["pause"])
-    assert not _schedulable(cluster.gpu_operand_affinity(), dict(paused, **{"nvidia.com/gpu.present": "true"}))
+    assert not _schedulable(gpu_operands.gpu_operand_affinity(), dict(paused, **{"nvidia.com/gpu.present": "true"}))
     assert _apply(paused, patches["resume"]) == labels
 
 

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuprov maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What /configz shows for the managed keys, and the comparison by meaning. Held against the
-kubelet's own /configz in tests/test_kubelet_peer_configz.py (Go peers)."""
+kubelet's own /configz in test_kubelet_peer_configz.py (Go peers)."""
 
 from __future__ import absolute_import, division, print_function
 

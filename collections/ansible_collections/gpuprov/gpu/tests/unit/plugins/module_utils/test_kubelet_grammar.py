@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuprov maintainers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The kubelet's value syntaxes and the settings rules built on them. The same rules are held
-against the kubelet itself in tests/test_kubelet_peer_fields.py (Go peers)."""
+against the kubelet itself in test_kubelet_peer_fields.py (Go peers)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -120,7 +120,7 @@ def test_a_flag_overriding_a_managed_key_fails_naming_its_file(capsys, kubeadm_r
                  managed_keys=["cpuManagerPolicy", "kubeReserved.cpu", "topologyManagerPolicy"])
     assert result["failed"] is True
     # --kube-reserved names memory only, yet it replaces the config file's whole kubeReserved
-    # map (the kubelet's own flag parsing; tests/test_kubelet_peer_gaps.py).
+    # map (the kubelet's own flag parsing; module_utils/test_kubelet_peer_gaps.py).
     layer = kubeadm_root / "etc/default/kubelet"
     assert result["conflicts"] == [
         "%s: --cpu-manager-policy=none overrides cpuManagerPolicy, which gpuprov manages in "

@@ -4,19 +4,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
 import pytest
 import yaml
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import catalog, user_catalog
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
-
-# NVIDIA's default mig-parted config (config-default.yaml; the release it came from is UNVERIFIED),
-# where a checkout holds it beside the repository (tests/testlib.py); skipped where absent.
-_REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 8))
-CONFIG_DEFAULT = os.path.join(os.path.dirname(_REPO), "shared", "reference", "real-world",
-                              "mig-parted-config-default.yaml")
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import MIG_PARTED, module_file
 
 # (query as nvidia-smi prints it, PCI id, catalog key, compute capability, MIG like)
 MODELS = [
@@ -63,11 +56,11 @@ def test_variants_are_their_own_models_not_aliases():
     assert catalog.lookup("NVIDIA A800-SXM4-80GB").gfd_product == "NVIDIA-A800-SXM4-80GB"
 
 
-@pytest.mark.skipif(not os.path.exists(CONFIG_DEFAULT),
-                    reason="../shared/reference/real-world/mig-parted-config-default.yaml is not beside the repository")
 def test_variant_pci_ids_sit_with_their_geometry_in_mig_parted_config_default():
-    """NVIDIA's all-balanced entries list each PCI filter with one geometry; ours must match."""
-    with open(CONFIG_DEFAULT) as handle:
+    """NVIDIA's all-balanced entries list each PCI filter with one geometry; ours must match.
+    NVIDIA's default mig-parted config (deployments/systemd/config-default.yaml) at the mig-parted
+    version the Go peer harness pins, read from the Go module cache."""
+    with open(module_file(MIG_PARTED, "deployments/systemd/config-default.yaml")) as handle:
         configs = yaml.safe_load(handle)["mig-configs"]
     checked = set()
     for entry in configs["all-balanced"]:

@@ -1,8 +1,9 @@
-"""plugin_utils/node_rollout.py and cluster.config_sets over Kubernetes objects as
-kubernetes.core.k8s_info returns them."""
+"""plugin_utils/node_rollout.py and device_plugin_configs.config_sets over Kubernetes objects as
+kubernetes.core.k8s_info returns them, and the rollout waves' sizes."""
+import pytest
 import yaml
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, node_rollout
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, helm_values, node_rollout
 
 
 def pod(name, node="n1", owner=None, phase="Running", ready=True, annotations=None, deleting=False, namespace="team"):
@@ -49,7 +50,7 @@ def test_allocatable_against_the_plan():
 
 
 def _plan(config_name, config):
-    return {"device_plugin": {"config_name": config_name, "config": config}, "labels": {cluster.CONFIG_LABEL: config_name}}
+    return {"device_plugin": {"config_name": config_name, "config": config}, "labels": {device_plugin_configs.CONFIG_LABEL: config_name}}
 
 
 TS4 = {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
@@ -60,13 +61,13 @@ MIG = {"version": "v1", "flags": {"migStrategy": "mixed"}}
 
 def test_config_sets_keep_what_nodes_name_until_relabelled():
     nodes = {"t4-1": _plan("ts-8", TS8)}
-    live_values = {"config": {"map": {"ts-4": cluster.config_text(TS4), "mig-mixed": cluster.config_text(MIG),
-                                      "old": cluster.config_text(TS4)}}}
-    live_nodes = [{"metadata": {"name": "t4-1", "labels": {cluster.CONFIG_LABEL: "ts-4"}}},
-                  {"metadata": {"name": "a100-9", "labels": {cluster.CONFIG_LABEL: "mig-mixed"}}},
-                  {"metadata": {"name": "lost", "labels": {cluster.CONFIG_LABEL: "gone"}}},
+    live_values = {"config": {"map": {"ts-4": device_plugin_configs.config_text(TS4), "mig-mixed": device_plugin_configs.config_text(MIG),
+                                      "old": device_plugin_configs.config_text(TS4)}}}
+    live_nodes = [{"metadata": {"name": "t4-1", "labels": {device_plugin_configs.CONFIG_LABEL: "ts-4"}}},
+                  {"metadata": {"name": "a100-9", "labels": {device_plugin_configs.CONFIG_LABEL: "mig-mixed"}}},
+                  {"metadata": {"name": "lost", "labels": {device_plugin_configs.CONFIG_LABEL: "gone"}}},
                   {"metadata": {"name": "cpu-1", "labels": {}}}]
-    sets = cluster.config_sets(nodes, {"ts-8": TS8}, {"ts-4": TS4}, live_values, live_nodes)
+    sets = device_plugin_configs.config_sets(nodes, {"ts-8": TS8}, {"ts-4": TS4}, live_values, live_nodes)
     # Install: everything deployed plus the new config, so t4-1 keeps ts-4 until relabelled.
     assert sorted(sets["install"]) == ["mig-mixed", "old", "ts-4", "ts-8"]
     # Final: ts-8 (planned), ts-4 (another inventory node), mig-mixed (a live label); "old" goes.
@@ -74,13 +75,37 @@ def test_config_sets_keep_what_nodes_name_until_relabelled():
     assert sets["unknown"] == ["lost: its label nvidia.com/device-plugin.config=gone names a config that neither "
                                "the inventory nor the deployed release has; its device plugin cannot start "
                                "(config-manager exits)"]
-    values = cluster.device_plugin_values(nodes, sets["install"], rollout_configs=sets["final"])
-    pruned = cluster.device_plugin_values(nodes, sets["final"], rollout_configs=sets["final"])
+    values = helm_values.device_plugin_values(nodes, sets["install"], rollout_configs=sets["final"])
+    pruned = helm_values.device_plugin_values(nodes, sets["final"], rollout_configs=sets["final"])
     assert "old" in values["config"]["map"] and "old" not in pruned["config"]["map"]
     assert values["podAnnotations"] == pruned["podAnnotations"]
 
 
 def test_config_sets_on_a_new_cluster():
     nodes = {"t4-1": _plan("ts-4", TS4)}
-    sets = cluster.config_sets(nodes, {"ts-4": TS4}, None, {}, [{"metadata": {"name": "t4-1", "labels": {}}}])
+    sets = device_plugin_configs.config_sets(nodes, {"ts-4": TS4}, None, {}, [{"metadata": {"name": "t4-1", "labels": {}}}])
     assert sets == {"install": {"ts-4": TS4}, "final": {"ts-4": TS4}, "unknown": []}
+
+
+def test_percentages_resolve_as_ansible_serial_and_are_capped():
+    from ansible.utils.helpers import pct_to_int
+
+    for count in (1, 7, 12, 100, 1000):
+        for wave in ("1%", "10%", "33%", "100%"):
+            assert node_rollout.wave_sizes([wave], count) == [pct_to_int(wave, count)]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100) == [1, 10, 100]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 5) == [1, 5, 5]
+    assert node_rollout.wave_sizes([1, "10%", "100%"], 100, 0) == [1, 10, 100]
+    assert node_rollout.wave_sizes(["2", 3], 10, 2) == [2, 2]
+
+
+@pytest.mark.parametrize("waves,max_nodes,message", [
+    ([0], 5, "must be at least one node"),
+    (["ten"], 5, "use a node count"),
+    ([], 5, "at least one wave size"),
+    ([1], -1, "whole number >= 0"),
+])
+def test_bad_waves_are_refused(waves, max_nodes, message):
+    with pytest.raises(ValueError) as info:
+        node_rollout.wave_sizes(waves, 10, max_nodes)
+    assert message in str(info.value)

@@ -1,11 +1,14 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Every GPU DaemonSet gpuprov deploys stays off a node labelled gpuprov.io/gpu-operands=paused."""
-import os
 
-import pytest
-import yaml
+from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster
-from testlib import REPO
+__metaclass__ = type
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands, helm_values
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import device_plugin_chart_values
 
 
 def _matches(term, labels):
@@ -25,7 +28,7 @@ def _schedulable(affinity, labels):
 
 
 def test_device_plugin_and_gfd_leave_a_paused_node():
-    values = cluster.device_plugin_values({}, {})
+    values = helm_values.device_plugin_values({}, {})
     affinity = values["affinity"]
     gpu_node = {"feature.node.kubernetes.io/pci-10de.present": "true"}
     assert _schedulable(affinity, gpu_node)
@@ -36,12 +39,9 @@ def test_device_plugin_and_gfd_leave_a_paused_node():
 
 
 def test_pause_affinity_keeps_every_term_of_the_charts_default():
-    path = os.path.join(REPO, "..", "shared", "reference", "real-world", "nvidia-device-plugin-values.yaml")
-    if not os.path.exists(path):
-        pytest.skip("NVIDIA's values.yaml is not at hand (../shared/reference/real-world)")
-    with open(path) as handle:
-        default = yaml.safe_load(handle)["affinity"]
-    ours = cluster.gpu_operand_affinity()
+    # The chart's values.yaml at the k8s-device-plugin version tests/peers pins (Go module cache).
+    default = device_plugin_chart_values()["affinity"]
+    ours = gpu_operands.gpu_operand_affinity()
     theirs_terms = default["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     our_terms = ours["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert len(our_terms) == len(theirs_terms)
@@ -52,4 +52,4 @@ def test_pause_affinity_keeps_every_term_of_the_charts_default():
 
 
 def test_nfd_worker_is_not_paused():
-    assert "affinity" not in cluster.nfd_values()["worker"]
+    assert "affinity" not in helm_values.nfd_values()["worker"]

@@ -1,5 +1,13 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Where gpuprov's kubelet model and the kubelet's own code (tests/peers, k8s.io/kubernetes
 v1.37.2) disagreed: each case is judged by the kubelet first, then gpuprov must say the same."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
@@ -8,7 +16,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     plan_change,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import flag_conflicts
-from kubelet_peerlib import KubeletFiles, configz, kubeadm_config
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles, configz, kubeadm_config
 
 pytestmark = pytest.mark.peers
 
@@ -88,8 +96,7 @@ def test_a_partial_kube_reserved_flag_replaces_the_whole_map(tmp_path):
 
 
 @pytest.mark.parametrize("value, kubelet_accepts", [("8", True), ("9", True), ("7", False)])
-def test_max_allowable_numa_nodes_bounds_as_the_kubelet_checks_them(tmp_path, value,
-                                                                   kubelet_accepts):
+def test_max_allowable_numa_nodes_bounds_as_the_kubelet_checks_them(tmp_path, value, kubelet_accepts):
     files = KubeletFiles(tmp_path)
     settings = dict(topology_manager_policy="single-numa-node",
                     topology_manager_policy_options={"max-allowable-numa-nodes": value})

@@ -1,14 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Every config the kubelet_config module writes, alone and among drop-ins, passes the kubelet's
 own loading, validation and resource-manager start-up (tests/peers, k8s.io/kubernetes v1.37.2),
 and the /configz the kubelet then serves is what gpuprov's model says it runs with, compared by
 meaning (gpuprov.gpu.kubelet_configz_mismatches)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
 import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import KubeletSettings, plan_change
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.configz import configz_mismatches
-from kubelet_peerlib import KubeletFiles, configz
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles, configz
 
 pytestmark = pytest.mark.peers
 

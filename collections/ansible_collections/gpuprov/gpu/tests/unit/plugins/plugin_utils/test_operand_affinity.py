@@ -1,13 +1,20 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Every GPU DaemonSet chart gpuprov deploys carries the one pause affinity
-(cluster.gpu_operand_affinity), so the gpu_mig role's pause label takes them all off a node."""
+(gpu_operands.gpu_operand_affinity), so the gpu_mig role's pause label takes them all off a node."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import os
 
-from ansible_collections.gpuprov.gpu.plugins.plugin_utils import cluster, dcgm_exporter
-from testlib import REPO
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils import dcgm_exporter, gpu_operands, helm_values
 
-PAUSE = {"key": cluster.GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [cluster.GPU_OPERANDS_PAUSED]}
-COUNTERS = os.path.join(REPO, "collections", "ansible_collections", "gpuprov", "gpu", "roles", "dcgm_exporter",
-                        "files", "gpuprov-counters.csv")
+COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+PAUSE = {"key": gpu_operands.GPU_OPERANDS_PAUSE_LABEL, "operator": "NotIn", "values": [gpu_operands.GPU_OPERANDS_PAUSED]}
+COUNTERS = os.path.join(COLLECTION, "roles", "dcgm_exporter", "files", "gpuprov-counters.csv")
 
 
 def _terms(values):
@@ -18,11 +25,11 @@ def chart_values():
     """The values of each chart with GPU DaemonSets that gpuprov renders. The device-plugin
     chart's .Values.affinity serves its plugin, GFD and MPS control daemon DaemonSets.
     HAMi is not listed: its 2.10.0 chart has no affinity value for its device plugin
-    (only devicePlugin.nvidiaNodeSelector; reference/real-world/hami/values.yaml)."""
+    (only devicePlugin.nvidiaNodeSelector; Project-HAMi/HAMi v2.10.0 charts/hami/values.yaml)."""
     with open(COUNTERS) as handle:
         counters = handle.read()
     return {
-        "nvidia-device-plugin": cluster.device_plugin_values({}, {}),
+        "nvidia-device-plugin": helm_values.device_plugin_values({}, {}),
         "dcgm-exporter": dcgm_exporter.exporter_values(counters, False),
     }
 
@@ -39,5 +46,5 @@ def test_every_gpu_daemonset_chart_carries_the_pause_affinity():
 
 
 def test_the_charts_share_the_one_helper():
-    assert cluster.device_plugin_values({}, {})["affinity"] == cluster.gpu_operand_affinity()
-    assert dcgm_exporter.operand_affinity() == cluster.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))
+    assert helm_values.device_plugin_values({}, {})["affinity"] == gpu_operands.gpu_operand_affinity()
+    assert dcgm_exporter.operand_affinity() == gpu_operands.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))

@@ -1,27 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A fake kubelet node on disk for the kubelet peers (tests/peers: kubelet-config,
 kubelet-checkpoint): its sysfs, its machine as the kubelet's managers see it, its config
 files, and gpuprov's plan for it.
 
 The machine description comes from the fake kubelet's own reading of the sysfs tree
-(`fake-kubelet machine`), so the tests and the fake nodes hand the kubelet the same machine.
+(`fake-kubelet machine`, roles/fake_gpu_node/files/bin, found through GPUPROV_FAKES_DIR), so
+the tests and the fake nodes hand the kubelet the same machine.
 """
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import importlib.machinery
 import importlib.util
 import json
 import os
 
-from peerlib import run_peer
-from testlib import FAKES
+import pytest
 
-FAKE_KUBELET = os.path.join(FAKES, "bin", "fake-kubelet")
-KUBEADM_FIXTURE = os.path.join(
-    os.path.dirname(FAKES), "..", "..", "tests", "unit", "plugins", "module_utils", "fixtures",
-    "kubelet-config-kubeadm.yaml")
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.fakes_dir import fakes_dir
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
+
+FAKES = fakes_dir(os.path.join("bin", "fake-kubelet"))
+FAKE_KUBELET = os.path.join(FAKES, "bin", "fake-kubelet") if FAKES is not None else None
+KUBEADM_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "fixtures",
+                               "kubelet-config-kubeadm.yaml")
 CONFIG_HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 
 def fake_kubelet_module():
     """roles/fake_gpu_node/files/bin/fake-kubelet as a module (it has no .py suffix)."""
+    if FAKE_KUBELET is None:
+        pytest.skip("the fake kubelet is not at hand (GPUPROV_FAKES_DIR names the fakes folder)")
     loader = importlib.machinery.SourceFileLoader("fake_kubelet", FAKE_KUBELET)
     spec = importlib.util.spec_from_loader("fake_kubelet", loader)
     module = importlib.util.module_from_spec(spec)

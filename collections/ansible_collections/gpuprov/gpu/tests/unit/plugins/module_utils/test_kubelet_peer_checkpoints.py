@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuprov maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """gpuprov's checkpoint-reset table against the kubelet's own checkpoint code (tests/peers
 kubelet-checkpoint: the Topology, CPU and Memory Managers of k8s.io/kubernetes v1.37.2 started
 on the state files).
@@ -9,16 +12,20 @@ does: the CPUs the new reservation takes, if any). Where gpuprov resets a checkp
 kubelet refuses the old state in one of them and accepts the start after the reset; where
 gpuprov does not, the kubelet accepts both.
 """
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import json
 import os
-import shutil
 
 import pytest
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import KubeletSettings, plan_change
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.grammar import kubelet_cpuset
-from kubelet_peerlib import KubeletFiles
-from peerlib import run_peer
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.kubelet_peerlib import KubeletFiles
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import run_peer
 
 pytestmark = pytest.mark.peers
 
