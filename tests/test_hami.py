@@ -70,8 +70,8 @@ def test_node_config_one_entry_per_hami_node(fleet):
 @needs_chart
 def test_node_config_fields_are_those_hami_reads(fleet):
     example = json.loads(_values_yaml()["devicePlugin"]["nodeConfiguration"]["config"])["nodeconfig"][0]
-    # devicecorescaling is not in the chart's example; HAMi's device.go reads it per node
-    # (reference/hami.md section 4).
+    # devicecorescaling is not in the chart's example; HAMi's NVIDIA device code reads it per
+    # node (Project-HAMi/HAMi v2.10.0 pkg/device/nvidia; the exact file UNVERIFIED).
     known = set(example) | {"devicecorescaling"}
     for entry in hami_cluster.node_config(fleet["nodes"])["nodeconfig"]:
         assert set(entry) <= known, set(entry) - known

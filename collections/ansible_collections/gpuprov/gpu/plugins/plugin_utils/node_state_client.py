@@ -13,9 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.settings import KubeletSettings
 import hashlib
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.settings import KubeletSettings
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.drift import DEFAULT_RESTORE_UNIT, node_drift
 
 # The collection's node-side files the boot-time MIG restore program runs: the list
