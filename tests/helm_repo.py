@@ -7,7 +7,11 @@ from the user's own (~/.config/helm, ~/.cache/helm).
 
 `ChartRepository` packages charts with the real `helm package`, indexes them with `helm repo
 index` and serves the folder over HTTP on 127.0.0.1 (a thread running http.server), as a chart
-repository (`helm repo add NAME URL`). The charts come from the Go module cache, where Go keeps
+repository (`helm repo add NAME URL`). From a shell (molecule's gpu_device_plugin scenario):
+
+    python tests/helm_repo.py serve --dir DIR   # detached; DIR/repository.json: url, charts, helm
+    python tests/helm_repo.py stop --dir DIR
+ The charts come from the Go module cache, where Go keeps
 upstream's sources at the versions the tests name:
 
 - NVIDIA's device plugin chart: github.com/NVIDIA/k8s-device-plugin at the version
@@ -27,14 +31,25 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import threading
+import time
 
 import yaml
 
-from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peer_binary, unavailable
-from testlib import REPO
-from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import module_cache, module_file
+if __name__ == "__main__":
+    # Run from a shell: what the root conftest.py gives pytest (the collection on sys.path, the
+    # Go harness folder for the test helpers).
+    _TESTS = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(os.path.dirname(_TESTS), "collections"))
+    os.environ.setdefault("GPUPROV_PEERS_DIR", os.path.join(_TESTS, "peers"))
+
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.peerlib import peer_binary, unavailable  # noqa: E402
+from ansible_collections.gpuprov.gpu.tests.unit.plugins.test_support.upstream_sources import (  # noqa: E402
+    module_cache, module_file)
+from testlib import REPO  # noqa: E402
 
 DEVICE_PLUGIN_MODULE = "github.com/NVIDIA/k8s-device-plugin"
 DEVICE_PLUGIN_CHART = "deployments/helm/nvidia-device-plugin"
@@ -150,7 +165,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def gpu_charts_repository(folder):
+def gpu_charts_repository(folder, start=True):
     """A started repository with NVIDIA's device plugin chart and NFD's chart (see the module
     docstring for where each comes from and at which version)."""
     env = helm_env(os.path.join(str(folder), "helm"))
@@ -159,7 +174,7 @@ def gpu_charts_repository(folder):
     nfd_version = str(role_default("gpu_device_plugin_nfd_chart_version"))
     repository.package(nfd_chart_dir(nfd_version), version=nfd_version, app_version="v" + nfd_version)
     repository.index()
-    return repository.start()
+    return repository.start() if start else repository
 
 
 def releases(env, kubeconfig):
@@ -180,3 +195,61 @@ def values(env, kubeconfig, namespace, name, revision=None):
     if revision is not None:
         args += ["--revision", str(revision)]
     return json.loads(helm(args, env).stdout) or {}
+
+
+def serve_detached(folder):
+    """Package and index the charts, then serve them from a detached process; returns once
+    FOLDER/repository.json names the URL (and the pid that `stop` ends)."""
+    folder = os.path.abspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    answer = os.path.join(folder, "repository.json")
+    if os.path.exists(answer):
+        os.unlink(answer)
+    repository = gpu_charts_repository(folder, start=False)
+    if os.fork():
+        for _attempt in range(200):
+            if os.path.exists(answer):
+                return 0
+            time.sleep(0.05)
+        sys.stderr.write("helm_repo: the server did not write %s\n" % answer)
+        return 1
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    repository.start()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    with open(answer + ".tmp", "w") as handle:
+        json.dump({"url": repository.url, "charts": repository.charts, "helm": helm_binary(), "pid": os.getpid()}, handle)
+    os.replace(answer + ".tmp", answer)
+    while True:
+        time.sleep(3600)
+
+
+def stop_detached(folder):
+    try:
+        with open(os.path.join(os.path.abspath(folder), "repository.json")) as handle:
+            pid = json.load(handle)["pid"]
+    except (OSError, ValueError, KeyError):
+        return 0
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    return 0
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(description="A local chart repository with NVIDIA's and NFD's charts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("serve", "stop"):
+        sub.add_parser(name).add_argument("--dir", required=True)
+    args = parser.parse_args(argv)
+    return serve_detached(args.dir) if args.command == "serve" else stop_detached(args.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

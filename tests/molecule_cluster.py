@@ -4,6 +4,7 @@ kubernetes.core.k8s module.
 
     python tests/molecule_cluster.py gpu-node --plan PLAN.json --nvml-state STATE.json
     python tests/molecule_cluster.py workload --node NAME
+    python tests/molecule_cluster.py planned-nodes --plan FLEET.json --dir DIR
 
 prints one JSON document: {"node": {...node agent spec...}, "manifests": [...]}.
 
@@ -12,6 +13,11 @@ for gpuprov (the pause affinity, the config-manager reading the node's config la
 ConfigMap holding the node's planned config). The node agent runs the plugin pod as a holder of
 the node's GPUs in the fake NVML (so a MIG change fails while it runs) and publishes what the
 plugin advertises from that NVML state under the node's config (tests/fake_device_plugin.py).
+
+planned-nodes: for every node of a fleet plan (`gpuprov plan -o json`), a fake NVML state in DIR
+with the node's GPUs as planned (MIG layouts already made: what the gpu_device_plugin role finds
+after the node converge) and the node agent's spec of a GPU node whose device plugin advertises
+it; printed as {"nodes": {NAME: spec}}.
 
 workload: a team's Deployment with a PodDisruptionBudget that allows one disruption, and a
 DaemonSet pod, on the node: what a drain evicts (the Deployment's pod) and leaves (the
@@ -42,6 +48,30 @@ def gpu_node(plan, nvml_state):
     return {"node": node, "manifests": manifests}
 
 
+def planned_nodes(fleet, folder):
+    import fake_device_plugin
+    fake = fake_device_plugin._fake_pynvml()
+    nodes = {}
+    for host, node in sorted(fleet["nodes"].items()):
+        state = os.path.join(folder, "%s-nvml.json" % host)
+        models = []
+        for gpu in node["gpus"]:
+            if models and models[-1][0] == gpu["model"]:
+                models[-1] = (gpu["model"], models[-1][1] + 1)
+            else:
+                models.append((gpu["model"], 1))
+        fake.write_new_state(state, gpus=models)
+        with fake.mutate_state(state) as nvml:
+            for gpu in node["gpus"]:
+                if (gpu.get("mig") or {}).get("enabled"):
+                    fake.set_mig_mode(nvml, gpu["index"], True)
+                    fake.create_instances(nvml, gpu["index"], [(i["profile"], i["placement"]["start"])
+                                                               for i in gpu["mig"]["instances"]])
+        nodes[host] = {"labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+                       "plugin": {"nvml_state": state}}
+    return {"nodes": nodes}
+
+
 def workload(node):
     manifests = [objects.namespace(TEAM),
                  objects.deployment("web", TEAM, replicas=1, node_selector={"kubernetes.io/hostname": node}),
@@ -60,10 +90,16 @@ def main(argv=None):
     gpu.add_argument("--nvml-state", required=True, help="the node's fake NVML state file")
     work = sub.add_parser("workload")
     work.add_argument("--node", required=True)
+    fleet = sub.add_parser("planned-nodes")
+    fleet.add_argument("--plan", required=True, help="the fleet's plan (gpuprov plan -o json) as a JSON file")
+    fleet.add_argument("--dir", required=True, help="where the nodes' fake NVML states go")
     args = parser.parse_args(argv)
     if args.command == "gpu-node":
         with open(args.plan) as handle:
             document = gpu_node(json.load(handle), os.path.abspath(args.nvml_state))
+    elif args.command == "planned-nodes":
+        with open(args.plan) as handle:
+            document = planned_nodes(json.load(handle), os.path.abspath(args.dir))
     else:
         document = workload(args.node)
     json.dump(document, sys.stdout)
