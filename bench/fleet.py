@@ -24,7 +24,10 @@ Every run also loads bench/callback_plugins/bench_timing.py (enabled by this ben
 which records per phase where the time goes: process start to the playbook's start (imports,
 the CLI's own planning for `gpuprov status`), parsing, each task's wall time and its hosts'
 worker time (fork, templating, the SSH round trip and the module on the node), and the end.
-Printed per size: the timings and ratios, tasks per node (results that were ok, from the
+Printed per size: the timings and ratios, the controller's CPU per node in each kind of run
+(the ansible-playbook process with its workers and ssh clients, from getrusage of the children
+this bench waited for; the simulated nodes' own work runs on the same cores but is not in it),
+tasks per node (results that were ok, from the
 progress callback's summary; the ping's from its play recap), the tasks a fresh node's
 converge runs, and per-phase tables of the converge, the best re-run, status and ping.
 
@@ -57,6 +60,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -178,6 +182,9 @@ class SizeRun:
         self.status_s = []
         self.ping_s = []
         self.profiles = {}  # kind -> [(seconds, bench_timing data)]
+        # kind -> [controller CPU seconds of each run]: the ansible-playbook process and every
+        # process it waited for (its workers, the ssh clients), not the nodes' sshd sessions.
+        self.controller_cpu = {}
         self.tasks_per_node = None
         self.fresh_tasks_per_node = None
         self.status_tasks_per_node = None
@@ -198,7 +205,9 @@ class SizeRun:
         env["BENCH_T0"] = repr(time.time())
         return env, path
 
-    def _keep(self, kind, elapsed, path, started, ended):
+    def _keep(self, kind, elapsed, path, started, ended, cpu=None):
+        if cpu is not None:
+            self.controller_cpu.setdefault(kind, []).append(cpu)
         data = read_timing(path, started, ended)
         if data is not None:
             self.profiles.setdefault(kind, []).append((elapsed, data))
@@ -221,15 +230,17 @@ class SizeRun:
         here = os.getcwd()
         os.chdir(self.tree.root)  # the tree's ansible.cfg: its collection, pipelining
         try:
+            cpu = children_cpu()
             start = time.time()
             rc, summary = run_playbook("gpuprov.gpu.site", self.inventories, extra_vars=variables,
                                        forks=self.forks, env=env, stdout=self.log)
             ended = time.time()
+            cpu = children_cpu() - cpu
         finally:
             os.chdir(here)
         elapsed = ended - start
         if not profile:
-            self._keep(kind, elapsed, timing, start, ended)
+            self._keep(kind, elapsed, timing, start, ended, cpu)
         nodes = (summary or {}).get("nodes", {})
         bad = dict((host, node) for host, node in nodes.items() if node["status"] in ("failed", "unreachable"))
         if rc != 0 or bad or len(nodes) != self.size:
@@ -248,12 +259,13 @@ class SizeRun:
         self.log.flush()
         env, timing = self._timed_env()
         env["ANSIBLE_STDOUT_CALLBACK"] = "default"
+        cpu = children_cpu()
         start = time.time()
         proc = subprocess.run(argv, cwd=self.tree.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, check=False)
         ended = time.time()
         elapsed = ended - start
-        self._keep("ping", elapsed, timing, start, ended)
+        self._keep("ping", elapsed, timing, start, ended, children_cpu() - cpu)
         self.log.write(proc.stdout)
         if proc.returncode != 0:
             raise RuntimeError("ping playbook on %d nodes exited %d; see %s" % (self.size, proc.returncode, self.log.name))
@@ -271,12 +283,13 @@ class SizeRun:
         self.log.write("\n==== %s, %d nodes: gpuprov status\n" % (self.tree.label, self.size))
         self.log.flush()
         env, timing = self._timed_env()
+        cpu = children_cpu()
         start = time.time()
         proc = subprocess.run(argv, cwd=self.tree.root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                               check=False)
         ended = time.time()
         elapsed = ended - start
-        self._keep("status", elapsed, timing, start, ended)
+        self._keep("status", elapsed, timing, start, ended, children_cpu() - cpu)
         if proc.returncode != 0:
             raise RuntimeError("%s: gpuprov status on %d nodes exited %d (a node not in sync?); see %s"
                                % (self.tree.label, self.size, proc.returncode, self.log.name))
@@ -325,6 +338,18 @@ class SizeRun:
     @property
     def per_node(self):
         return self.rerun / self.size
+
+    def cpu_per_node(self, kind):
+        """The least controller CPU seconds per node of the runs of KIND (CPU time varies less
+        than wall time on a shared machine), or None."""
+        runs = self.controller_cpu.get(kind)
+        return min(runs) / self.size if runs else None
+
+
+def children_cpu():
+    """User + system CPU seconds of this process's children that ended and were waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def tasks_run(data, hosts_only=True):
@@ -399,11 +424,27 @@ def table(runs, forks):
             run.per_node))
 
 
+def cpu_table(runs):
+    """Controller CPU per node: what the in-sync path costs on the controller, apart from the
+    nodes' own work (which the simulated nodes do on the same cores as the controller)."""
+    print("controller CPU per node (ansible-playbook, its workers and ssh clients; best run):")
+    print("nodes  tree        re-run s  status s  ping s  re-run/ping  status/ping")
+    for run in runs:
+        rerun, status, ping = (run.cpu_per_node(kind) for kind in ("re-run", "status", "ping"))
+        if None in (rerun, status, ping):
+            continue
+        print("%5d  %-10s  %8.3f  %8.3f  %6.3f  %11.2f  %11.2f" % (run.size, run.tree.label[:10], rerun, status, ping,
+                                                                 rerun / ping, status / ping))
+
+
 def report(runs, baseline_runs, forks, phases):
     print()
     print("gpuprov on SSH test fleets (forks %d; best of %d re-runs / status runs / pings)"
           % (forks, len(runs[0].rerun_s) if runs else 0))
-    table(sorted(runs + baseline_runs, key=lambda run: (run.size, run.tree.label != "this tree")), forks)
+    ordered = sorted(runs + baseline_runs, key=lambda run: (run.size, run.tree.label != "this tree"))
+    table(ordered, forks)
+    print()
+    cpu_table(ordered)
     if phases:
         for run in sorted(baseline_runs + runs, key=lambda run: (run.size, run.tree.label != "this tree")):
             for kind, title in (("converge", "converge (fresh nodes)"), ("re-run", "best re-run"),
