@@ -61,6 +61,26 @@ def nvml_state(state_path):
     return _fake_pynvml().mutate_state(state_path)
 
 
+def write_planned_state(path, node_plan):
+    """A fake NVML state at PATH with a node's GPUs as its plan (gpuprov plan -o json) has them,
+    MIG layouts already made: a node the node converge left as planned."""
+    fake = _fake_pynvml()
+    models = []
+    for gpu in node_plan["gpus"]:
+        if models and models[-1][0] == gpu["model"]:
+            models[-1] = (gpu["model"], models[-1][1] + 1)
+        else:
+            models.append((gpu["model"], 1))
+    fake.write_new_state(path, gpus=models)
+    with fake.mutate_state(path) as nvml:
+        for gpu in node_plan["gpus"]:
+            if (gpu.get("mig") or {}).get("enabled"):
+                fake.set_mig_mode(nvml, gpu["index"], True)
+                fake.create_instances(nvml, gpu["index"], [(i["profile"], i["placement"]["start"])
+                                                           for i in gpu["mig"]["instances"]])
+    return path
+
+
 def _text(value):
     return value.decode() if isinstance(value, bytes) else value
 

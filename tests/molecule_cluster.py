@@ -50,23 +50,9 @@ def gpu_node(plan, nvml_state):
 
 def planned_nodes(fleet, folder):
     import fake_device_plugin
-    fake = fake_device_plugin._fake_pynvml()
     nodes = {}
     for host, node in sorted(fleet["nodes"].items()):
-        state = os.path.join(folder, "%s-nvml.json" % host)
-        models = []
-        for gpu in node["gpus"]:
-            if models and models[-1][0] == gpu["model"]:
-                models[-1] = (gpu["model"], models[-1][1] + 1)
-            else:
-                models.append((gpu["model"], 1))
-        fake.write_new_state(state, gpus=models)
-        with fake.mutate_state(state) as nvml:
-            for gpu in node["gpus"]:
-                if (gpu.get("mig") or {}).get("enabled"):
-                    fake.set_mig_mode(nvml, gpu["index"], True)
-                    fake.create_instances(nvml, gpu["index"], [(i["profile"], i["placement"]["start"])
-                                                               for i in gpu["mig"]["instances"]])
+        state = fake_device_plugin.write_planned_state(os.path.join(folder, "%s-nvml.json" % host), node)
         nodes[host] = {"labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
                        "plugin": {"nvml_state": state}}
     return {"nodes": nodes}

@@ -79,16 +79,8 @@ class Fleet:
         return self.plan
 
     def add_nodes(self):
-        fake = fake_device_plugin._fake_pynvml()
         for host, node in sorted(self.plan["nodes"].items()):
-            state = str(self.tmp_path / ("%s-nvml.json" % host))
-            fake.write_new_state(state, gpus=[(node["gpus"][0]["model"], node["gpu_count"])])
-            with fake.mutate_state(state) as nvml:
-                for gpu in node["gpus"]:
-                    if (gpu.get("mig") or {}).get("enabled"):
-                        fake.set_mig_mode(nvml, gpu["index"], True)
-                        fake.create_instances(nvml, gpu["index"], [(i["profile"], i["placement"]["start"])
-                                                                   for i in gpu["mig"]["instances"]])
+            state = fake_device_plugin.write_planned_state(str(self.tmp_path / ("%s-nvml.json" % host)), node)
             self.cluster.add_node(host, labels=dict(NVIDIA_PCI), plugin={"nvml_state": state})
         self.cluster.add_node(CPU_NODE)
 

@@ -21,9 +21,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import gpu_operands
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.chart_values import deep_merge
 
 CHART_VERSION = "4.8.2"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/k8s/dcgm-exporter"
@@ -80,16 +80,6 @@ def operand_affinity():
     return gpu_operands.gpu_operand_affinity(terms=(("nvidia.com/gpu.present", "true"),))
 
 
-def _merge(base, extra):
-    result = copy.deepcopy(base)
-    for key, value in (extra or {}).items():
-        if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = _merge(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
-
-
 def exporter_values(counters_text, service_monitor, image_repository=None, image_tag=None,
                     image_pull_secrets=(), collect_interval_ms=None, pod_labels=True, extra_values=None):
     """The chart values; DcgmExporterError when the counters or options are wrong."""
@@ -122,4 +112,4 @@ def exporter_values(counters_text, service_monitor, image_repository=None, image
     }
     if image_pull_secrets:
         values["imagePullSecrets"] = [{"name": name} for name in image_pull_secrets]
-    return _merge(values, extra_values)
+    return deep_merge(values, extra_values)

@@ -30,6 +30,7 @@ import hashlib
 import json
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import kubernetes_names, sharing_hami
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.chart_values import deep_merge
 
 CHART_NAME = "hami"
 CHART_VERSION = "2.10.0"  # charts/hami/Chart.yaml at v2.10.0
@@ -144,7 +145,7 @@ def values(nodes, node_name_map=None, configmap_name=CONFIGMAP_NAME, runtime_cla
     if runtime_class_name:
         device_plugin["runtimeClassName"] = runtime_class_name
     result = {"devicePlugin": device_plugin}
-    return _deep_merge(result, extra_values)
+    return deep_merge(result, extra_values)
 
 
 def keep_nvidia_plugin_off(nvidia_values):
@@ -164,12 +165,3 @@ def keep_nvidia_plugin_off(nvidia_values):
     required["nodeSelectorTerms"] = terms
     return result
 
-
-def _deep_merge(base, extra):
-    result = copy.deepcopy(base)
-    for key, value in (extra or {}).items():
-        if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = _deep_merge(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result

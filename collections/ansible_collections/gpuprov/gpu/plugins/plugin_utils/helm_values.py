@@ -21,6 +21,7 @@ __metaclass__ = type
 import copy
 
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import device_plugin_configs, gpu_operands, hami_cluster
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.chart_values import deep_merge
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.cluster_render_error import ClusterRenderError
 
 # Pinned chart versions: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/Chart.yaml
@@ -40,17 +41,6 @@ CONFIG_HASH_ANNOTATION = "gpuprov.io/device-plugin-configs-sha256"
 # deployments/helm/nvidia-device-plugin/templates/_helpers.tpl, "nvidia-device-plugin.podAnnotations";
 # UNVERIFIED for 0.20.0): set to gpuprov's digest, a prune of unused configs rolls nothing.
 CHART_CONFIG_CHECKSUM_ANNOTATION = "checksum/config"
-
-
-def deep_merge(base, extra):
-    """``extra`` merged into a copy of ``base`` (mappings merge, anything else replaces)."""
-    result = copy.deepcopy(base)
-    for key, value in (extra or {}).items():
-        if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = deep_merge(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
 
 
 def needs_cpu_manager_compat(nodes):
