@@ -5,6 +5,7 @@ daemon-reload once the file is gone."""
 
 import json
 import os
+import signal
 import subprocess
 
 from testlib import FAKES  # noqa: E402  (the fakes' one home)
@@ -56,3 +57,27 @@ def test_stop_ends_the_main_process_of_a_simple_unit(tmp_path):
     state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] if os.path.exists("/proc/%d" % pid) else "gone"
     assert state in ("gone", "Z")
     assert "main_pid" not in json.loads((tmp_path / "systemd.json").read_text())["units"]["sleeper.service"]
+
+
+def test_stop_never_kills_a_process_that_took_over_an_ended_main_process_pid(tmp_path):
+    """systemd kills a unit's control group, never a bare pid; pids are reused (pid_max is
+    32768 by default), so a main process that ended on its own must not make a stop kill
+    whatever process has its pid now."""
+    unit_dir = tmp_path / "system"
+    unit_dir.mkdir()
+    state_file = tmp_path / "systemd.json"
+    env = dict(os.environ, GPUPROV_FAKE_SYSTEMD_STATE=str(state_file), GPUPROV_FAKE_SYSTEMD_UNIT_PATH=str(unit_dir))
+    (unit_dir / "brief.service").write_text("[Service]\nType=simple\nExecStart=/bin/sleep 300\n")
+    assert subprocess.run([SYSTEMCTL, "start", "brief"], env=env, check=False).returncode == 0
+    state = json.loads(state_file.read_text())
+    os.kill(state["units"]["brief.service"]["main_pid"], signal.SIGKILL)
+    # Another process now has the pid the state names (as after pid reuse).
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        state["units"]["brief.service"]["main_pid"] = other.pid
+        state_file.write_text(json.dumps(state))
+        assert subprocess.run([SYSTEMCTL, "stop", "brief"], env=env, check=False).returncode == 0
+        assert other.poll() is None, "the stop killed a process that was never the unit's"
+    finally:
+        other.kill()
+        other.wait()
