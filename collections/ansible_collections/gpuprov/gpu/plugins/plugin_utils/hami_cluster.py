@@ -164,4 +164,3 @@ def keep_nvidia_plugin_off(nvidia_values):
             expressions.append(dict(NOT_ON_HAMI_NODES, values=list(NOT_ON_HAMI_NODES["values"])))
     required["nodeSelectorTerms"] = terms
     return result
-
