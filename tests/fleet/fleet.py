@@ -5,7 +5,9 @@ Each node is an sshd listening on its own loopback address (127.0.0.N:2222) insi
 mount namespace. In that namespace the directories in PRIVATE_DIRS are bind mounts of the
 node's folder under DIR/nodes/<name>/rootfs, so every node has its own /var/lib/kubelet,
 /etc/systemd/system, MPS pipe directories, fake GPU state and fake sysfs tree, while the
-rest of the file system (the repository, the virtualenv) is shared.
+rest of the file system (the repository, the virtualenv) is shared. The shell start-up files
+in root's home are a plain Debian host's on every node (see _bind_plain_home), not this
+machine's.
 
 sshd passes the fake-tool variables of roles/fake_gpu_node/README.md to every session with SetEnv,
 so a module that Ansible runs on a node imports the fake pynvml and finds the node's state.
@@ -41,6 +43,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -1442,6 +1445,33 @@ class Fleet:
         return len(signalled)
 
 
+# The shell start-up files of the SSH user's home that bash reads: ~/.bashrc for every command
+# sshd runs (Debian builds bash so), the others for login shells.
+HOME_SHELL_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
+# What Debian's base-files package puts in root's home; a file it lacks stays empty on a node.
+PLAIN_HOME_FILES = {".bashrc": "/usr/share/base-files/dot.bashrc", ".profile": "/usr/share/base-files/dot.profile"}
+
+
+def _bind_plain_home(node_dir, home):
+    """Give the node a plain host's shell start-up files in place of this machine's.
+
+    Every command Ansible sends a node runs through bash, which reads the SSH user's ~/.bashrc;
+    a developer's there (pyenv's init, for one: about 130 ms and a PATH whose shims run before
+    the fake tools, about 150 ms more per fake call) would be paid by every task on every node,
+    which no real node pays. Only files that exist are covered (a bind mount needs its target).
+    """
+    target_dir = Path(node_dir) / "home"
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for name in HOME_SHELL_FILES:
+        path = os.path.join(home, name)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        plain = PLAIN_HOME_FILES.get(name)
+        content = Path(plain).read_text() if plain and os.path.isfile(plain) else ""
+        _write_file(target_dir / name, content)
+        subprocess.run(["mount", "--bind", str(target_dir / name), path], check=True)
+
+
 def exec_node(node_dir, address=None):
     """Runs as `unshare --mount ... fleet.py _exec-node`: bind the private directories,
     then become the node's sshd (same pid, so the pid file and Popen agree)."""
@@ -1453,6 +1483,8 @@ def exec_node(node_dir, address=None):
     for path in PRIVATE_DIRS:
         source = node_dir / "rootfs" / path.lstrip("/")
         subprocess.run(["mount", "--bind", str(source), path], check=True)
+    # The inventories of this fleet log in as root.
+    _bind_plain_home(node_dir, pwd.getpwuid(0).pw_dir)
     if address:
         # The node's kubelet /healthz on its own address, seeing the node's private files.
         env = dict(os.environ, **node_environment(node_dir.name))

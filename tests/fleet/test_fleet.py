@@ -7,8 +7,10 @@ skipped with the reason otherwise. The other tests check what the fleet generate
 """
 
 import base64
+import hashlib
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -323,6 +325,29 @@ def test_each_node_runs_a_kubelet_in_its_own_fake_systemd(running_fleet):
     assert stopped.rc == 0, stopped.output
     assert {name: result["stdout"] for name, result in states.hosts.items()} == {
         node.name: "inactive" if node is first else "active" for node in running_fleet.nodes}
+
+
+@fleet_test
+def test_a_command_on_a_node_starts_from_a_plain_hosts_shell_files(running_fleet):
+    """What Ansible sends a node runs through bash, which reads root's ~/.bashrc: the node has
+    a plain host's, so nothing of this machine's (pyenv's init and shims, for one) runs in
+    every task or comes before the fake tools; the host's own file is left as it is."""
+    node = running_fleet.nodes[0]
+    host_bashrc = Path(pwd.getpwuid(0).pw_dir, ".bashrc")
+    before = host_bashrc.read_bytes() if host_bashrc.is_file() else None
+
+    proc = subprocess.run(["ssh", "-F", str(running_fleet.ssh_config), "-o", "ControlMaster=no",
+                           node.name, "echo $PATH; cat ~/.bashrc 2>/dev/null | sha256sum"],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+    assert proc.returncode == 0, proc.stderr
+    path_line, digest_line = proc.stdout.strip().splitlines()
+    assert path_line == fleetlib.node_environment(node.name)["PATH"]
+    plain = Path(fleetlib.PLAIN_HOME_FILES[".bashrc"])
+    expected = plain.read_bytes() if plain.is_file() else b""
+    if before is not None:
+        assert digest_line.split()[0] == hashlib.sha256(expected).hexdigest()
+        assert host_bashrc.read_bytes() == before
 
 
 @fleet_test
