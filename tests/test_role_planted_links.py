@@ -1,7 +1,7 @@
 """Roles that create directories as root never follow a link another user planted.
 
-Runs the gpu_mps role's directory tasks and the gpu_mig role's boot-restore path check with
-ansible-playbook against localhost, every path under tmp_path.
+Runs the gpu_mps role's directory tasks and start-program path check and the gpu_mig role's
+boot-restore path check with ansible-playbook against localhost, every path under tmp_path.
 """
 import json
 import os
@@ -102,20 +102,37 @@ def restore_vars(root):
             "_gpu_mig_restore_unit_file": str(root / "systemd" / "gpuprov-mig-restore.service")}
 
 
-def test_restore_paths_owned_by_root_pass(tmp_path):
+def mps_start_vars(root):
+    return {"gpu_mps_start_config": str(root / "etc" / "gpuprov" / "mps-start.json"),
+            "gpu_mps_start_program": str(root / "libexec" / "gpuprov-mps-start"),
+            "_gpu_mps_module_utils": str(root / "lib" / "module_utils")}
+
+
+# The two checks of folders that hold code root runs (the boot-time MIG restore, the MPS
+# unit's start program): the same rule, each read with one stat(1).
+ROOT_CODE_CHECKS = {
+    "mig-restore": ("gpuprov.gpu.gpu_mig", "restore_paths_check.yml", restore_vars),
+    "mps-start": ("gpuprov.gpu.gpu_mps", "start_paths_check.yml", mps_start_vars),
+}
+
+
+@pytest.mark.parametrize("check", sorted(ROOT_CODE_CHECKS))
+def test_root_code_paths_owned_by_root_pass(tmp_path, check):
+    role, tasks, variables = ROOT_CODE_CHECKS[check]
     (tmp_path / "node" / "etc" / "gpuprov").mkdir(parents=True)
-    stats, failed = run_role(tmp_path, "gpuprov.gpu.gpu_mig", "restore_paths_check.yml",
-                             restore_vars(tmp_path / "node"))
+    stats, failed = run_role(tmp_path, role, tasks, variables(tmp_path / "node"))
     assert stats["failures"] == 0, failed
 
 
+@pytest.mark.parametrize("check", sorted(ROOT_CODE_CHECKS))
 @pytest.mark.parametrize("hostile", ["writable", "not-root", "link", "open-parent"])
-def test_restore_paths_another_user_could_change_are_refused(tmp_path, sticky, hostile):
+def test_root_code_paths_another_user_could_change_are_refused(tmp_path, sticky, hostile, check):
+    role, tasks, variables = ROOT_CODE_CHECKS[check]
     root = tmp_path / "node"
     state_dir = root / "etc" / "gpuprov"
     state_dir.mkdir(parents=True)
     if hostile == "writable":
-        state_dir.chmod(0o1777)   # sticky or not, the restore's own folder may not be shared
+        state_dir.chmod(0o1777)   # sticky or not, the code's own folder may not be shared
         expected = "gpuprov can be written by other users"
     elif hostile == "not-root":
         os.chown(str(state_dir), 65534, 65534)
@@ -127,6 +144,19 @@ def test_restore_paths_another_user_could_change_are_refused(tmp_path, sticky, h
     else:
         (root / "etc").chmod(0o777)
         expected = "etc can be written by other users"
-    stats, failed = run_role(tmp_path, "gpuprov.gpu.gpu_mig", "restore_paths_check.yml", restore_vars(root))
+    stats, failed = run_role(tmp_path, role, tasks, variables(root))
     assert stats["failures"] == 1
     assert expected in failed
+
+
+@pytest.mark.parametrize("check", sorted(ROOT_CODE_CHECKS))
+def test_root_code_paths_that_cannot_be_read_fail_the_check(tmp_path, check):
+    """A folder on the way that is a file: stat(1) answers "Not a directory", which is not a
+    missing path; the check fails instead of taking the paths below as absent."""
+    role, tasks, variables = ROOT_CODE_CHECKS[check]
+    root = tmp_path / "node"
+    root.mkdir()
+    (root / "etc").write_text("not a folder\n")
+    stats, failed = run_role(tmp_path, role, tasks, variables(root))
+    assert stats["failures"] == 1, failed
+    assert "stat(1) could not read every folder" in failed and "Not a directory" in failed, failed
