@@ -113,6 +113,17 @@ def test_show_properties_and_values(systemd):
     assert systemd("show", "--property=SubState", "--value", "kubelet")[1] == "running\n"
 
 
+def test_show_of_several_units_after_the_end_of_options(systemd):
+    """systemctl parses its options with getopt: "--" ends them; show prints one block per
+    unit, in the order asked, an unknown one as not-found (what gpu_mig reads its host
+    services with, in one call)."""
+    systemd.seed(**{"nvidia-dcgm.service": {"active": True, "enabled": True}})
+    code, out, _err = systemd("show", "--property=Id,LoadState,ActiveState", "--", "nvidia-dcgm.service", "nvsm")
+    assert code == 0
+    assert out == ("Id=nvidia-dcgm.service\nLoadState=loaded\nActiveState=active\n\n"
+                   "Id=nvsm.service\nLoadState=not-found\nActiveState=inactive\n")
+
+
 def test_failing_start_hook_fails_the_start_like_systemd(systemd, tmp_path):
     marker = str(tmp_path / "hook-ran")
     systemd.seed(**{"kubelet.service": {"exec_start_pre": [
