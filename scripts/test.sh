@@ -176,7 +176,7 @@ stage "pytest: CLI, roles, SSH fleet" run_pytest tests
 stage "bench/mig_transitions (check)" python bench/mig_transitions.py
 # plan against ansible-inventory --list, time and peak memory, at a size CI runs in seconds
 # (the bench's targets for that size); 2,000 and 10,000 nodes run by hand.
-stage "bench/plan_scale (check, 500 nodes)" python bench/plan_scale.py --sizes 500 --repeat 2
+stage "bench/plan_scale (check, 1,000 nodes)" python bench/plan_scale.py --sizes 1000 --repeat 5
 # Two SSH nodes: converge, then the idempotent re-run and `gpuprov status` against a ping.
 # Enforced here: the runs complete, the re-run changes nothing, every node is in sync and an
 # in-sync node costs one task; the timed ratios are printed against their targets but enforced
