@@ -478,6 +478,31 @@ def load_state(path=None):
             return json.load(handle)
 
 
+# The last state file read by this process: (path, its bytes, the parsed state). A real NVML
+# call costs microseconds; re-parsing the JSON on each of the few hundred calls of one gather
+# made the simulated nodes spend most of a read-only module run in this file. The bytes are read
+# on every call, under the lock as before, so a change by any writer (atomic or not, in this
+# process or another) is seen by the next call exactly as without the cache.
+_parsed = (None, None, None)
+
+
+def _load_shared(path):
+    """The state at ``path`` as load_state reads it, parsed once per distinct content.
+
+    The object is shared between calls: callers only read it (``_mutate`` parses its own copy).
+    """
+    global _parsed
+    with _locked(path, exclusive=False):
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    cached_path, cached_raw, cached_state = _parsed
+    if cached_path == path and cached_raw == raw:
+        return cached_state
+    state = json.loads(raw)
+    _parsed = (path, raw, state)
+    return state
+
+
 def _write(path, state):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".nvml-state-", dir=directory)
@@ -784,7 +809,7 @@ def _read():
     if not path or not os.path.exists(path):
         # The driver went away after nvmlInit: every call fails like an unloaded driver.
         _raise(NVML_ERROR_DRIVER_NOT_LOADED)
-    return load_state(path)
+    return _load_shared(path)
 
 
 @contextlib.contextmanager
@@ -1045,7 +1070,7 @@ def nvmlInitWithFlags(flags):
     path = _state_path()
     if not path or not os.path.exists(path):
         _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
-    driver = load_state(path).get("driver", "loaded")
+    driver = _load_shared(path).get("driver", "loaded")
     if driver == "absent":
         _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
     if driver == "not_loaded":
@@ -1786,7 +1811,7 @@ def _missing(symbol):
     path = _state_path()
     if not path or not os.path.exists(path):
         return False
-    return symbol in load_state(path).get("missing_functions", [])
+    return symbol in _load_shared(path).get("missing_functions", [])
 
 
 def _with_symbol(func, symbol):
