@@ -41,7 +41,12 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import mps  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import MPS_CONTROL  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.control import MpsControl  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.daemon_manager import MpsDaemonManager  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import MpsError  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.gpus import Gpu, NvmlGpus  # noqa: E402
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.runners import SubprocessRunner  # noqa: E402
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import unit_start  # noqa: E402
 
 # The CUDA client: one context on device 0 (the daemon's first GPU), held until stdin closes.
@@ -82,7 +87,7 @@ class ReadOnlyGpus:
         return self.inner.gpus()
 
     def set_compute_mode(self, gpu, mode):
-        raise mps.MpsError("refused: this script never changes compute mode (asked %s on %s)"
+        raise MpsError("refused: this script never changes compute mode (asked %s on %s)"
                            % (mode, gpu.describe()))
 
 
@@ -98,7 +103,7 @@ class SmiGpus:
         for line in out.strip().splitlines():
             index, uuid, name, memory, mig_current, mig_pending, mode, capability = [
                 f.strip() for f in line.split(",")]
-            result.append(mps.Gpu(int(index), uuid, name, int(float(memory)),
+            result.append(Gpu(int(index), uuid, name, int(float(memory)),
                                   mig_current=mig_current == "Enabled", mig_pending=mig_pending == "Enabled",
                                   compute_mode=mode.upper().replace(" ", "_"), compute_capability=capability))
         return result
@@ -109,7 +114,7 @@ def gpu_backend(stack):
         from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml
         nvml = Nvml().__enter__()
         stack.append(nvml)
-        return "nvml", mps.NvmlGpus(nvml)
+        return "nvml", NvmlGpus(nvml)
     except Exception as exc:  # no nvidia-ml-py here: nvidia-smi reads the same facts
         return "nvidia-smi (%s)" % exc, SmiGpus()
 
@@ -132,7 +137,7 @@ def client(control, command):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gpu", type=int, help="GPU index (default: the first without MIG)")
-    parser.add_argument("--mps-control", default=shutil.which(mps.MPS_CONTROL) or mps.MPS_CONTROL)
+    parser.add_argument("--mps-control", default=shutil.which(MPS_CONTROL) or MPS_CONTROL)
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
 
@@ -144,8 +149,8 @@ def main():
     stack = []
     tmp = tempfile.mkdtemp(prefix="gpuprov-mps-")
     pipe, log = os.path.join(tmp, "pipe"), os.path.join(tmp, "log")
-    runner = mps.SubprocessRunner(timeout=30)
-    control = mps.MpsControl(runner, pipe, log, binary=args.mps_control)
+    runner = SubprocessRunner(timeout=30)
+    control = MpsControl(runner, pipe, log, binary=args.mps_control)
     started = False
     workload = None
     try:
@@ -167,7 +172,7 @@ def main():
 
         def converge(**changes):
             run_params = dict(params, **changes)
-            return mps.MpsDaemonManager(run_params, backend, runner, binary=args.mps_control).run()
+            return MpsDaemonManager(run_params, backend, runner, binary=args.mps_control).run()
 
         os.makedirs(pipe, 0o700)
         steps["client_without_daemon"] = client(control, "get_server_list")
@@ -232,7 +237,7 @@ def main():
         summary["modes_unchanged"] = json.dumps(before, sort_keys=True) == json.dumps(after, sort_keys=True)
         summary["ok"] = bool(summary["modes_unchanged"] and steps["start"]["daemon"]["running"]
                              and not steps["rerun_unchanged"]["changed"] and steps["stop"]["daemon"]["stopped"])
-    except (mps.MpsError, OSError, subprocess.SubprocessError, ValueError) as exc:
+    except (MpsError, OSError, subprocess.SubprocessError, ValueError) as exc:
         summary["error"] = "%s: %s" % (type(exc).__name__, exc)
     finally:
         if workload is not None and workload.poll() is None:

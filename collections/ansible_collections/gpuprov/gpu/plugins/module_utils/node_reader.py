@@ -31,7 +31,6 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     plan_change,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import flag_conflicts, read_launch
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import MpsDaemonManager, MpsError, NvmlGpus
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml, NvmlError
 
 # The restore's state file is a small JSON document; anything larger is not ours.
@@ -132,6 +131,11 @@ def read_mps(params, runner, binary, warn, nvml_factory=Nvml):
     if binary is None:
         return {"running": False, "changed": False, "without_limits": False, "differences": [],
                 "error": "nvidia-cuda-mps-control is not on the PATH of this node"}
+    # Imported here: a node without host MPS (most) never compiles the daemon's code.
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.daemon_manager import MpsDaemonManager
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import MpsError
+    from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.gpus import NvmlGpus
+
     try:
         with nvml_factory() as nvml:
             manager = MpsDaemonManager(params, NvmlGpus(nvml), runner, check_mode=True, warn=warn,

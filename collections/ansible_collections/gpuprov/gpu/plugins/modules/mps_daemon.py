@@ -312,15 +312,15 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import (
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import (
     DEFAULT_LOG_DIRECTORY,
     DEFAULT_PIPE_DIRECTORY,
     MPS_CONTROL,
-    ModuleRunner,
-    MpsDaemonManager,
-    MpsError,
-    NvmlGpus,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.daemon_manager import MpsDaemonManager
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import MpsError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.gpus import NvmlGpus
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.runners import ModuleRunner
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml, NvmlError
 
 _UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")

@@ -184,12 +184,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.gpu_info import gather
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import HAS_YAML
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps import (
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import (
     DEFAULT_LOG_DIRECTORY,
     DEFAULT_PIPE_DIRECTORY,
     MPS_CONTROL,
-    ModuleRunner,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.runners import ModuleRunner
 from ansible_collections.gpuprov.gpu.plugins.module_utils.node_reader import (
     mps_params,
     read_kubelet,

@@ -30,39 +30,10 @@ One concept per file: ``constants`` (the daemon's binary, files and compute mode
 ``replies`` (parsing the control client's answers), ``runners`` (running the binary),
 ``control`` (the client protocol), ``directories`` (pipe and log directories, metadata),
 ``gpus`` (the GPUs served and their limits) and ``daemon_manager`` (the converge run).
-The names the ``mps_daemon`` module and the scripts use are re-exported here.
+Each name is imported from its own file: the package imports nothing, so ``node_state`` on a
+node without host MPS compiles none of the daemon's code.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import (  # noqa: F401
-    DEFAULT_LOG_DIRECTORY,
-    DEFAULT_PIPE_DIRECTORY,
-    MPS_CONTROL,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.control import (  # noqa: F401
-    MpsControl,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.daemon_manager import (  # noqa: F401
-    MpsDaemonManager,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.directories import (  # noqa: F401
-    parse_mode,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import (  # noqa: F401
-    MpsError,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.gpus import (  # noqa: F401
-    Gpu,
-    NvmlGpus,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.replies import (  # noqa: F401
-    parse_memory_limit,
-)
-from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.runners import (  # noqa: F401
-    CommandRunner,
-    ModuleRunner,
-    SubprocessRunner,
-)

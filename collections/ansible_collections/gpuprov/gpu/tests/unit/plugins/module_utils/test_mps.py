@@ -13,7 +13,12 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import mps
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.daemon_manager import MpsDaemonManager
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.directories import parse_mode
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import MpsError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.gpus import Gpu, NvmlGpus
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.replies import parse_memory_limit
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.runners import SubprocessRunner
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml
 from ansible_collections.gpuprov.gpu.tests.unit.plugins.module_utils.mps_node import mps_node  # noqa: F401  pylint: disable=unused-import
 
@@ -24,7 +29,7 @@ def converge(node, check_mode=False, binary=None, **params):
             "allow_restart": False}
     full.update(params)
     with Nvml() as nvml:
-        manager = mps.MpsDaemonManager(full, mps.NvmlGpus(nvml), mps.SubprocessRunner(timeout=5),
+        manager = MpsDaemonManager(full, NvmlGpus(nvml), SubprocessRunner(timeout=5),
                                        check_mode=check_mode, binary=binary or node.binary)
         return manager.run()
 
@@ -39,24 +44,24 @@ def mode_of(path):
 @pytest.mark.parametrize("text, mib", [("20G", 20480), ("20350M", 20350), ("1024", 1024), ("0", None),
                                        ("", None), (" 3G\n", 3072)])
 def test_parse_memory_limit(text, mib):
-    assert mps.parse_memory_limit(text) == mib
+    assert parse_memory_limit(text) == mib
 
 
 @pytest.mark.parametrize("text", ["Invalid device 7", "12 parsecs", "-1G"])
 def test_parse_memory_limit_rejects_other_replies(text):
-    with pytest.raises(mps.MpsError, match="unexpected pinned memory limit reply"):
-        mps.parse_memory_limit(text)
+    with pytest.raises(MpsError, match="unexpected pinned memory limit reply"):
+        parse_memory_limit(text)
 
 
 @pytest.mark.parametrize("value, mode", [("0755", 0o755), ("750", 0o750), (0o700, 0o700), ("2770", 0o2770)])
 def test_parse_mode(value, mode):
-    assert mps.parse_mode(value, "pipe_directory_mode") == mode
+    assert parse_mode(value, "pipe_directory_mode") == mode
 
 
 @pytest.mark.parametrize("value", ["rwxr-xr-x", "0999", "", None, True])
 def test_parse_mode_rejects(value):
-    with pytest.raises(mps.MpsError, match="pipe_directory_mode must be an octal mode"):
-        mps.parse_mode(value, "pipe_directory_mode")
+    with pytest.raises(MpsError, match="pipe_directory_mode must be an octal mode"):
+        parse_mode(value, "pipe_directory_mode")
 
 
 # ---------------------------------------------------------------------- start / rerun
@@ -216,7 +221,7 @@ def test_refuses_mig_enabled_gpu_and_changes_nothing(mps_node):
     node = mps_node(gpus=[("A100-80GB", 2)])
     node.set_mig(1, True)
 
-    with pytest.raises(mps.MpsError) as err:
+    with pytest.raises(MpsError) as err:
         converge(node, replicas=2)
 
     assert "GPU 1 (%s) has MIG mode enabled" % node.uuids()[1] in str(err.value)
@@ -238,13 +243,13 @@ def test_mig_gpu_left_out_of_gpus_is_fine(mps_node):
 def test_refuses_pre_volta_limits():
     class OldGpus:
         def gpus(self):
-            return [mps.Gpu(0, "GPU-0000", "Tesla P100-PCIE-16GB", 16280, compute_mode="DEFAULT",
+            return [Gpu(0, "GPU-0000", "Tesla P100-PCIE-16GB", 16280, compute_mode="DEFAULT",
                             compute_capability="6.0")]
 
     params = {"pipe_directory": "/nonexistent/gpuprov-test/pipe", "log_directory": "/nonexistent/gpuprov-test/log",
               "active_thread_percentage": 50}
-    manager = mps.MpsDaemonManager(params, OldGpus(), mps.SubprocessRunner(), binary="/bin/false")
-    with pytest.raises(mps.MpsError, match=r"GPU 0 \(GPU-0000\), a Tesla P100-PCIE-16GB of compute capability 6.0, predates Volta"):
+    manager = MpsDaemonManager(params, OldGpus(), SubprocessRunner(), binary="/bin/false")
+    with pytest.raises(MpsError, match=r"GPU 0 \(GPU-0000\), a Tesla P100-PCIE-16GB of compute capability 6.0, predates Volta"):
         manager.run()
 
 
@@ -264,7 +269,7 @@ def test_world_writable_pipe_directory_is_fixed_with_a_warning(mps_node):
 @pytest.mark.parametrize("mode", ["0777", "1777", "0757"])
 def test_world_writable_mode_is_refused(mps_node, mode):
     node = mps_node()
-    with pytest.raises(mps.MpsError, match="world-writable"):
+    with pytest.raises(MpsError, match="world-writable"):
         converge(node, pipe_directory_mode=mode)
     assert not os.path.exists(node.pipe)
 
@@ -283,7 +288,7 @@ def test_symlinked_pipe_directory_is_refused(mps_node, tmp_path):
     target.mkdir()
     os.makedirs(os.path.dirname(node.pipe))
     os.symlink(str(target), node.pipe)
-    with pytest.raises(mps.MpsError, match="is a symbolic link"):
+    with pytest.raises(MpsError, match="is a symbolic link"):
         converge(node)
 
 
@@ -295,13 +300,13 @@ def test_symlinked_pipe_directory_is_refused(mps_node, tmp_path):
 ])
 def test_bad_pipe_directories_are_refused(mps_node, path, message):
     node = mps_node()
-    with pytest.raises(mps.MpsError, match=message):
+    with pytest.raises(MpsError, match=message):
         converge(node, pipe_directory=path)
 
 
 def test_unknown_owner_is_refused(mps_node):
     node = mps_node()
-    with pytest.raises(mps.MpsError, match="pipe_directory_owner: no user 'no-such-user-gpuprov'"):
+    with pytest.raises(MpsError, match="pipe_directory_owner: no user 'no-such-user-gpuprov'"):
         converge(node, pipe_directory_owner="no-such-user-gpuprov")
 
 
@@ -345,7 +350,7 @@ def test_check_mode_on_running_daemon_sends_no_changes(mps_node):
 
 def test_service_mode_never_starts_the_daemon(mps_node):
     node = mps_node()
-    with pytest.raises(mps.MpsError, match="does not answer: service gpuprov-mps.service should run it"):
+    with pytest.raises(MpsError, match="does not answer: service gpuprov-mps.service should run it"):
         converge(node, service="gpuprov-mps.service", active_thread_percentage=50)
     assert node.commands() == []  # no pipe directory yet: nothing to ask
     assert node.compute_modes() == ["DEFAULT", "DEFAULT"]
@@ -357,7 +362,7 @@ def test_service_mode_never_starts_the_daemon(mps_node):
     assert node.daemon()["default_active_thread_percentage"] == 50.0
     assert node.compute_modes() == ["EXCLUSIVE_PROCESS", "EXCLUSIVE_PROCESS"]
 
-    with pytest.raises(mps.MpsError, match="still answers although service gpuprov-mps.service should have stopped it"):
+    with pytest.raises(MpsError, match="still answers although service gpuprov-mps.service should have stopped it"):
         converge(node, service="gpuprov-mps.service", state="stopped")
     # in check mode the service has not been stopped yet either: predicted, not refused
     checked = converge(node, check_mode=True, service="gpuprov-mps.service", state="stopped")
@@ -371,7 +376,7 @@ def test_service_mode_never_starts_the_daemon(mps_node):
 
 def test_failed_start_puts_compute_mode_back(mps_node):
     node = mps_node()
-    with pytest.raises(mps.MpsError) as err:
+    with pytest.raises(MpsError) as err:
         converge(node, binary="/bin/false")
     assert "could not start the MPS control daemon on %s" % node.pipe in str(err.value)
     assert "were undone" in str(err.value)
@@ -380,7 +385,7 @@ def test_failed_start_puts_compute_mode_back(mps_node):
 
 def test_memory_limit_above_the_gpu_is_refused_before_any_change(mps_node):
     node = mps_node(gpus=[("H100-80GB", 1)])
-    with pytest.raises(mps.MpsError, match="90000 MiB is more than the 81559 MiB of GPU 0"):
+    with pytest.raises(MpsError, match="90000 MiB is more than the 81559 MiB of GPU 0"):
         converge(node, pinned_memory_limit=90000)
     assert node.daemon() is None and node.compute_modes() == ["DEFAULT"]
     assert node.commands() == []
@@ -408,7 +413,7 @@ def test_refused_limit_on_a_new_daemon_undoes_the_start_and_compute_mode(mps_nod
     node = mps_node()
     binary = refusing_control(node, tmp_path, "set_default_active_thread_percentage")
 
-    with pytest.raises(mps.MpsError) as err:
+    with pytest.raises(MpsError) as err:
         converge(node, binary=binary, active_thread_percentage=50)
 
     assert "kept active thread percentage 100.0" in str(err.value)
@@ -423,7 +428,7 @@ def test_refused_limit_on_a_running_daemon_puts_the_earlier_limit_back(mps_node,
     converge(node, active_thread_percentage=50)
     binary = refusing_control(node, tmp_path, "set_default_device_pinned_mem_limit")
 
-    with pytest.raises(mps.MpsError, match="kept pinned memory limit None MiB on device 0"):
+    with pytest.raises(MpsError, match="kept pinned memory limit None MiB on device 0"):
         converge(node, binary=binary, active_thread_percentage=25, pinned_memory_limit=1024)
 
     assert "set_default_active_thread_percentage 25" in node.commands()
@@ -436,7 +441,7 @@ def test_refused_limit_on_a_running_daemon_puts_the_earlier_limit_back(mps_node,
 def test_gpu_set_change_needs_allow_restart(mps_node):
     node = mps_node()
     converge(node, gpus=["0"])
-    with pytest.raises(mps.MpsError, match="changing them needs a daemon restart"):
+    with pytest.raises(MpsError, match="changing them needs a daemon restart"):
         converge(node, gpus=["0", "1"])
     assert node.daemon()["visible_devices"] == node.uuids()[0]
 
@@ -454,11 +459,11 @@ def test_gpu_set_change_needs_allow_restart(mps_node):
 ])
 def test_bad_gpu_selection(mps_node, gpus, message):
     node = mps_node()
-    with pytest.raises(mps.MpsError, match=message):
+    with pytest.raises(MpsError, match=message):
         converge(node, gpus=gpus)
 
 
 def test_pinned_limit_for_unselected_gpu_is_refused(mps_node):
     node = mps_node()
-    with pytest.raises(mps.MpsError, match="pinned_memory_limit: 1 is not one of the selected GPUs"):
+    with pytest.raises(MpsError, match="pinned_memory_limit: 1 is not one of the selected GPUs"):
         converge(node, gpus=["0"], pinned_memory_limit={"1": 1024})

@@ -11,7 +11,8 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils import mps
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.errors import MpsError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.replies import parse_memory_limit
 from ansible_collections.gpuprov.gpu.plugins.module_utils.quantities import (
     format_k8s_bytes,
     format_mps_memory_limit,
@@ -160,15 +161,15 @@ def _intent_pinned_mib(value):
 
 @pytest.mark.parametrize("value", ["10G", "10Gi", "10GiB", "10240M", "10240", "1.5G", "20350M"])
 def test_inventory_and_node_read_a_pinned_limit_alike(value):
-    assert _intent_pinned_mib(value) == mps.parse_memory_limit(value)
+    assert _intent_pinned_mib(value) == parse_memory_limit(value)
 
 
 @pytest.mark.parametrize("value", ["10.5M", "lots", "-1G", "0"])
 def test_inventory_refuses_a_pinned_limit_the_node_would_refuse(value):
     assert _intent_pinned_mib(value) is None
     try:
-        node_mib = mps.parse_memory_limit(value)
-    except mps.MpsError:
+        node_mib = parse_memory_limit(value)
+    except MpsError:
         node_mib = None
     assert node_mib is None  # "0" is "no limit" in a reply, never a limit to set
 
