@@ -104,8 +104,8 @@ class SmiGpus:
             index, uuid, name, memory, mig_current, mig_pending, mode, capability = [
                 f.strip() for f in line.split(",")]
             result.append(Gpu(int(index), uuid, name, int(float(memory)),
-                                  mig_current=mig_current == "Enabled", mig_pending=mig_pending == "Enabled",
-                                  compute_mode=mode.upper().replace(" ", "_"), compute_capability=capability))
+                              mig_current=mig_current == "Enabled", mig_pending=mig_pending == "Enabled",
+                              compute_mode=mode.upper().replace(" ", "_"), compute_capability=capability))
         return result
 
 

@@ -30,7 +30,7 @@ def converge(node, check_mode=False, binary=None, **params):
     full.update(params)
     with Nvml() as nvml:
         manager = MpsDaemonManager(full, NvmlGpus(nvml), SubprocessRunner(timeout=5),
-                                       check_mode=check_mode, binary=binary or node.binary)
+                                   check_mode=check_mode, binary=binary or node.binary)
         return manager.run()
 
 
@@ -244,7 +244,7 @@ def test_refuses_pre_volta_limits():
     class OldGpus:
         def gpus(self):
             return [Gpu(0, "GPU-0000", "Tesla P100-PCIE-16GB", 16280, compute_mode="DEFAULT",
-                            compute_capability="6.0")]
+                        compute_capability="6.0")]
 
     params = {"pipe_directory": "/nonexistent/gpuprov-test/pipe", "log_directory": "/nonexistent/gpuprov-test/log",
               "active_thread_percentage": 50}
