@@ -40,23 +40,7 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-
-
-def path_ancestors(paths):
-    result = []
-    for path in [paths] if isinstance(paths, str) else list(paths):
-        path = str(path)
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        if not path.startswith("/") or ".." in parts:
-            raise AnsibleFilterError("path_ancestors: %r is not an absolute path without '..'" % path)
-        current = "/"
-        candidates = ["/"]
-        for part in parts:
-            current = current.rstrip("/") + "/" + part
-            candidates.append(current)
-        result.extend(c for c in candidates if c not in result)
-    return result
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.root_paths import path_ancestors
 
 
 class FilterModule(object):

@@ -7,8 +7,9 @@ on its way.
 A module that writes as root through a path such as /var/lib/kubelet/config.yaml follows its
 symbolic links as the kernel does. If another user can create entries in a folder on the way,
 that user can plant a link there (to /etc/shadow, say) and have root write through it, or swap
-the backup root copies to. The rule, the one the gpu_mig role's restore check and the gpu_mps
-role's directory check apply in YAML: every folder passed through belongs to root or to the
+the backup root copies to. The rule, the one plugin_utils/root_paths.py applies from one stat(1)
+for the code root runs (the gpu_mig role's restore, the gpu_mps role's start program), widened to
+the user running the module: every folder passed through belongs to root or to the
 user running the module and no one else can write to it (group write is fine for root's group or
 the user's own), except sticky folders such as /tmp,
 whose entry on the way must then belong to root or that user (as the kernel's
