@@ -73,7 +73,7 @@ def root_path_problems(result, own_dirs):
             entry = json.loads(line)
         except ValueError:
             raise AnsibleFilterError("root_path_problems: stat printed a line that is not its JSON format: %r" % line)
-        if not isinstance(entry, dict) or not re.match(r"^[0-7]{4}$", str(entry.get("mode"))):
+        if not isinstance(entry, dict) or not re.fullmatch(r"[0-7]{4}", str(entry.get("mode"))):
             raise AnsibleFilterError("root_path_problems: stat printed an entry without a four-digit mode: %r" % line)
         existing.append(entry)
     unread = [line for line in result.get("stderr_lines") or [] if not ABSENT.search(line)]

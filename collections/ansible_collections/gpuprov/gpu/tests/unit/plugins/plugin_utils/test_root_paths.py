@@ -102,6 +102,7 @@ def test_a_path_named_twice_is_reported_once():
 
 
 @pytest.mark.parametrize("line", ["not json", json.dumps({"item": "/", "uid": 0, "mode": "755", "type": "directory"}),
+                                  json.dumps({"item": "/", "uid": 0, "mode": "0755\n", "type": "directory"}),
                                   json.dumps(["/"])])
 def test_output_that_is_not_stats_format_is_an_error(line):
     with pytest.raises(AnsibleFilterError, match="root_path_problems"):
