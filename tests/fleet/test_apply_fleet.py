@@ -268,6 +268,32 @@ def test_a_failed_canary_stops_the_rollout_before_the_next_wave(tmp_path):
 
 
 @fleet_test
+def test_a_node_of_the_last_wave_that_does_not_match_stops_the_run_before_the_canary_changes(tmp_path):
+    """site.yml reads every node before its first wave: a node the last wave would reach is
+    found wrong before the canary is touched, and no node changes."""
+    nodes = [{"name": "canary", "gpus": [{"model": "H100-80GB", "count": 1}]},
+             {"name": "t4", "gpus": [{"model": "T4", "count": 1}]},
+             {"name": "short", "gpus": [{"model": "H100-80GB", "count": 2}]}]
+    hosts = {"canary": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 1, "gpuprov_sharing": MIG_BALANCED},
+             "t4": {"gpuprov_gpu_model": "T4", "gpuprov_gpu_count": 1, "gpuprov_sharing": TIME_SLICING,
+                    "gpuprov_kubelet": NUMA_KUBELET},
+             "short": {"gpuprov_gpu_model": "H100-80GB", "gpuprov_gpu_count": 4, "gpuprov_sharing": MIG_BALANCED}}
+    with small_fleet(tmp_path, nodes, hosts) as (fleet, inventories):
+        before = dict((node.name, (nvml_bytes(node), rootfs_snapshot(node))) for node in fleet.nodes)
+
+        code, output = gpuprov_apply(inventories, "--waves", "1,1,100%")
+
+        assert code == 1, output
+        assert "the inventory declares 4x H100-80GB but the node has 2x H100-80GB" in output
+        assert "not run (the rollout stopped before their wave): canary, t4" in output, output
+        assert set(summary_lines(output)) == {"short"}, output
+        for node in fleet.nodes:
+            nvml, files = before[node.name]
+            assert nvml_bytes(node) == nvml, node.name
+            assert snapshot_diff(files, rootfs_snapshot(node)) == [], node.name
+
+
+@fleet_test
 def test_the_dry_run_changes_no_file_on_any_node(tmp_path):
     nodes = [{"name": "h100", "gpus": [{"model": "H100-80GB", "count": 2}]},
              {"name": "t4", "gpus": [{"model": "T4", "count": 1}]}]

@@ -16,6 +16,10 @@ description:
   - Prints a line per host for every task that changed, failed, or was unreachable (and,
     with C(--diff), the diff), the wave (batch) being run, and at the end a summary per
     node - changed, unchanged, failed or unreachable - with what changed.
+  - A node that a read task with the variable C(_gpuprov_converge_follows) found not as
+    planned (the site playbook reads every node before its waves) is left out of the summary
+    until one of its tasks runs in a later play, so a node the rollout never reached is not
+    reported as unchanged.
   - When the environment variable C(GPUPROV_SUMMARY_FILE) names a file, the summary is also
     written there as JSON (C(gpuprov apply) reads it); in check mode it also holds, per node,
     what C(gpuprov.gpu.node_plan) read (C(node_status), which C(gpuprov status) reads). The file's folder must be private (owned
@@ -84,10 +88,24 @@ class CallbackModule(DefaultCallback):
         self._nodes = {}
         self._check = False
         self._play = None
+        self._plays = 0
+        # Nodes a read found not as planned, whose converge is in a later play (site.yml reads
+        # every node first): host -> the play of the read. Until a task of theirs runs in a later
+        # play they are left out of the summary, as nodes the rollout never reached.
+        self._waiting = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def _node(self, host):
+        if host in self._waiting and self._waiting[host] < self._plays:
+            del self._waiting[host]
         return self._nodes.setdefault(host, {"status": "unchanged", "changed": [], "failed": None, "ok": 0})
+
+    def _wait_for_converge(self, host, result):
+        """A read whose task says a later play converges the node (_gpuprov_converge_follows)."""
+        changes = (result._result.get("ansible_facts") or {}).get("gpuprov_node_changes")
+        follows = (result._task.vars or {}).get("_gpuprov_converge_follows")
+        if follows and isinstance(changes, dict) and changes.get("in_sync") is False:
+            self._waiting[host] = self._plays
 
     @staticmethod
     def _detail(result):
@@ -108,6 +126,7 @@ class CallbackModule(DefaultCallback):
     # -- events ----------------------------------------------------------------------------
     def v2_playbook_on_play_start(self, play):
         self._play = play
+        self._plays += 1
         self._check = bool(play.check_mode)
         self._display.banner("PLAY [%s]%s" % (play.get_name().strip(), " (check mode: nothing changes)" if self._check else ""))
 
@@ -150,6 +169,7 @@ class CallbackModule(DefaultCallback):
             self._handle_warnings(res)
         if not looped:
             self._show_note(host, result)
+        self._wait_for_converge(host, result)
 
     def _show_change(self, host, task, detail, res):
         self._line(host, "would change" if self._check else "changed", task, detail)
@@ -205,12 +225,17 @@ class CallbackModule(DefaultCallback):
     def v2_playbook_on_stats(self, stats):
         self._display.banner("SUMMARY%s" % (" (dry run: nothing was changed)" if self._check else ""))
         for host in sorted(stats.processed):
+            if host in self._waiting:
+                self._nodes.pop(host, None)
+                continue
             totals = stats.summarize(host)
             node = self._node(host)
             if totals["unreachable"] and node["status"] != "failed":
                 node["status"] = "unreachable"
             elif totals["failures"]:
                 node["status"] = "failed"
+        for host in self._waiting:
+            self._nodes.pop(host, None)
         if not self._nodes:
             self._display.display("  no hosts ran")
         for host, node in sorted(self._nodes.items()):
