@@ -226,8 +226,7 @@ class CallbackModule(DefaultCallback):
         self._display.banner("SUMMARY%s" % (" (dry run: nothing was changed)" if self._check else ""))
         for host in sorted(stats.processed):
             if host in self._waiting:
-                self._nodes.pop(host, None)
-                continue
+                continue  # left out below
             totals = stats.summarize(host)
             node = self._node(host)
             if totals["unreachable"] and node["status"] != "failed":
