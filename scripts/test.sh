@@ -32,9 +32,15 @@ stage() {
     return 0
 }
 
+# The failing tests' one-line reasons, repeated under the summary: CI logs are often read from
+# the end, far below a long stage's tracebacks.
+failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
+
 run_pytest() {
-    python -m pytest -p no:cacheprovider -n 2 -q "$@"
-    local rc=$?
+    local rc
+    python -m pytest -p no:cacheprovider -n 2 -q -rfE "$@" | tee >(grep -E '^(FAILED|ERROR) ' >>"$failures")
+    rc=${PIPESTATUS[0]}
     # pytest exits 5 when it collected no test: that is a broken suite, not a pass.
     if [ $rc = 5 ]; then echo "pytest collected no tests"; return 1; fi
     return $rc
@@ -197,4 +203,8 @@ fi
 echo
 echo "==> summary"
 printf '  %s\n' "${results[@]}"
+if [ -s "$failures" ]; then
+    echo "  failing tests:"
+    sed 's/^/    /' "$failures"
+fi
 exit $failed
