@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
 
@@ -239,8 +240,11 @@ class ActionModule(ActionBase):
         plan enables MIG on no GPU (nothing is then installed).
         """
         templar = self._restore_templar(plan, task_vars, facts)
-        state = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts) }}"))
-        if not any(gpu.get("mig_enabled") for gpu in state["gpus"]):
+        # The state file's text, as persist.yml writes it; the state is read back from it rather
+        # than worked out a second time.
+        state_text = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts)"
+                                                        " | to_nice_json(indent=2) }}")) + "\n"
+        if not any(gpu.get("mig_enabled") for gpu in json.loads(state_text)["gpus"]):
             return []
         expected = [node_state_client.expected_entry(path, "0755", True, None) for path in restore["directories"]]
         for name in node_state_client.RESTORE_SOURCES:
@@ -253,8 +257,6 @@ class ActionModule(ActionBase):
         unit_text = templar.template(trust_as_template(
             "{{ lookup('ansible.builtin.template', '%s') }}"
             % os.path.join(templates, "gpuprov-mig-restore.service.j2")))
-        state_text = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts)"
-                                                        " | to_nice_json(indent=2) }}")) + "\n"
         expected.append(node_state_client.expected_entry(restore["program"], "0755", False, node_state_client.sha1(program)))
         expected.append(node_state_client.expected_entry(restore["state_file"], "0644", False, node_state_client.sha1(state_text)))
         expected.append(node_state_client.expected_entry(restore["unit_path"], "0644", False, node_state_client.sha1(unit_text)))
