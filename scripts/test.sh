@@ -37,9 +37,11 @@ stage() {
 failures=$(mktemp)
 trap 'rm -f "$failures"' EXIT
 
+# PYTEST_PYTHON: the interpreter (default: this venv's python).
 run_pytest() {
     local rc
-    python -m pytest -p no:cacheprovider -n 2 -q -rfE "$@" | tee >(grep -E '^(FAILED|ERROR) ' >>"$failures")
+    "${PYTEST_PYTHON:-python}" -m pytest -p no:cacheprovider -n 2 -q -rfE "$@" \
+        | tee >(grep -E '^(FAILED|ERROR) ' >>"$failures")
     rc=${PIPESTATUS[0]}
     # pytest exits 5 when it collected no test: that is a broken suite, not a pass.
     if [ $rc = 5 ]; then echo "pytest collected no tests"; return 1; fi
@@ -137,7 +139,7 @@ run_py312() {
     [ -f "$cache/get_pip_${pipv//./_}.py" ] || cp "$cache/get_pip_24_2.py" "$cache/get_pip_${pipv//./_}.py" || return 1
     local rc=0
     echo "--- collection unit tests"
-    "$venv/bin/python" -m pytest -p no:cacheprovider -n 2 -q "$COLLECTION/tests/unit" || rc=1
+    PYTEST_PYTHON="$venv/bin/python" run_pytest "$COLLECTION/tests/unit" || rc=1
     echo "--- gpuprov plan -i examples/inventory.yml"
     "$venv/bin/gpuprov" plan -i examples/inventory.yml >/dev/null || rc=1
     echo "--- ansible-test sanity (2.21, Python 3.12)"
