@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 from testlib import FAKES  # noqa: E402  (the fakes' one home)
 
@@ -59,6 +60,11 @@ def test_stop_ends_the_main_process_of_a_simple_unit(tmp_path):
     assert "main_pid" not in json.loads((tmp_path / "systemd.json").read_text())["units"]["sleeper.service"]
 
 
+def _uptime_ticks():
+    with open("/proc/uptime") as handle:
+        return int(float(handle.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
 def test_stop_never_kills_a_process_that_took_over_an_ended_main_process_pid(tmp_path):
     """systemd kills a unit's control group, never a bare pid; pids are reused (pid_max is
     32768 by default), so a main process that ended on its own must not make a stop kill
@@ -71,6 +77,12 @@ def test_stop_never_kills_a_process_that_took_over_an_ended_main_process_pid(tmp
     assert subprocess.run([SYSTEMCTL, "start", "brief"], env=env, check=False).returncode == 0
     state = json.loads(state_file.read_text())
     os.kill(state["units"]["brief.service"]["main_pid"], signal.SIGKILL)
+    # A process is told apart by its pid and its start time, which /proc/PID/stat gives in clock
+    # ticks. A real pid comes back only after the pid counter wraps, long after the tick its
+    # first owner started in; so the process standing in for the new owner starts a tick later.
+    started = state["units"]["brief.service"]["main_start_ticks"]
+    while _uptime_ticks() <= started:
+        time.sleep(0.005)
     # Another process now has the pid the state names (as after pid reuse).
     other = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
