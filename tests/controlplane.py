@@ -88,24 +88,14 @@ class ControlPlane:
         folder = os.path.abspath(folder)
         os.makedirs(folder, exist_ok=True)
         started = time.monotonic()
-        log = open(os.path.join(folder, "controlplane.log"), "w")
-        args = [binary, "up", "--dir", os.path.join(folder, "cp"), "--ready-timeout", str(timeout)]
-        if detach:
-            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                       start_new_session=True, text=True)
-        else:
-            # The lifeline: when this process ends (a crashed pytest included), stdin closes
-            # and the control plane stops.
-            process = subprocess.Popen(args + ["--stdin-lifeline"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=log, text=True)
-        line = process.stdout.readline()
-        try:
-            ready = json.loads(line)
-        except ValueError:
-            ready = {"error": "no ready line (%r); see %s" % (line[-300:], log.name)}
+        # `up` picks free ports and then binds them; another process can take one in between
+        # (it is a probe, not a reservation). That start fails with "address already in use"
+        # and a second start, on new ports, is the fix; any other failure is reported at once.
+        for attempt in (1, 2):
+            process, ready = cls._up(binary, folder, timeout, detach)
+            if ready.get("ready") or attempt == 2 or "address already in use" not in str(ready.get("error")):
+                break
         if not ready.get("ready"):
-            process.kill()
-            process.wait()
             raise ControlPlaneError("control plane did not start: %s" % ready.get("error"))
         agent = NodeAgent.start(os.path.join(folder, "agent"), ready["kubeconfig"], detach=detach)
         plane = cls(folder, process, ready, agent)
@@ -119,6 +109,31 @@ class ControlPlane:
         _write_json_atomically(os.path.join(folder, "pids.json"),
                                {"controlplane": process.pid, "agent": agent.process.pid})
         return plane
+
+    @staticmethod
+    def _up(binary, folder, timeout, detach):
+        """One `controlplane up`: (its process, its ready line); the process is ended when the
+        line is not ready."""
+        log = open(os.path.join(folder, "controlplane.log"), "a")
+        args = [binary, "up", "--dir", os.path.join(folder, "cp"), "--ready-timeout", str(timeout)]
+        if detach:
+            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                       start_new_session=True, text=True)
+        else:
+            # The lifeline: when this process ends (a crashed pytest included), stdin closes
+            # and the control plane stops.
+            process = subprocess.Popen(args + ["--stdin-lifeline"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=log, text=True)
+        log.close()
+        line = process.stdout.readline()
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            ready = {"error": "no ready line (%r); see %s" % (line[-300:], log.name)}
+        if not ready.get("ready"):
+            process.kill()
+            process.wait()
+        return process, ready
 
     def stop(self):
         self.agent.stop()

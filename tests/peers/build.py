@@ -6,8 +6,10 @@ Every main package under cmd/ and every `tool` go.mod names (the real Helm clien
 built. The binaries land in $GPUPROV_PEERS_CACHE (default ~/.cache/gpuprov/peers)/<hash>/, where
 <hash> covers go.mod, go.sum and every .go file here, so a changed harness is rebuilt and an
 unchanged one is reused by every checkout. Go's own module and build caches (GOMODCACHE,
-GOCACHE) are reused as well. Then `go vet ./...` runs, on an up-to-date build too. Prints the
-build and vet times; exit status 1 when `go` is missing, the build fails or vet reports.
+GOCACHE) are reused as well. Then `go vet ./...` and the harness's own Go tests
+(`go test ./internal/...`, e.g. the control plane's supervisor) run, on an up-to-date build too.
+Prints the build, vet and test times; exit status 1 when `go` is missing, the build fails, vet
+reports or a test fails.
 """
 import hashlib
 import os
@@ -19,6 +21,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Every main package under cmd/ becomes one binary of the same name.
 COMMANDS_DIR = os.path.join(HERE, "cmd")
+# go-nvml's cgo bindings declare many functions deprecated; their warnings are noise here.
+CGO_CFLAGS = "-O2 -Wno-deprecated-declarations"
 
 
 def cache_root():
@@ -155,6 +159,25 @@ def vet(go):
     return 0
 
 
+def test(go):
+    """The harness's own tests: the internal packages (no Kubernetes code, so seconds)."""
+    started = time.monotonic()
+    env = dict(os.environ)
+    env.setdefault("CGO_CFLAGS", CGO_CFLAGS)
+    result = subprocess.run([go, "test", "./internal/..."], cwd=HERE, env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout + result.stderr)
+        print("peers: go test ./internal/... failed after %.0f s" % seconds, file=sys.stderr)
+        return 1
+    print("peers: go test ./internal/... passed in %.0f s" % seconds)
+    return 0
+
+
+def check(go):
+    return vet(go) or test(go)
+
+
 def build():
     go = find_go()
     if go is None:
@@ -164,12 +187,11 @@ def build():
     names = commands()
     if all(os.access(os.path.join(target, name), os.X_OK) for name in names):
         print("peers: up to date in %s (%s)" % (target, ", ".join(names)))
-        return vet(go)
+        return check(go)
     staging = target + ".partial-%d" % os.getpid()
     os.makedirs(staging, exist_ok=True)
     env = dict(os.environ)
-    # go-nvml's cgo bindings declare many functions deprecated; their warnings are noise here.
-    env.setdefault("CGO_CFLAGS", "-O2 -Wno-deprecated-declarations")
+    env.setdefault("CGO_CFLAGS", CGO_CFLAGS)
     started = time.monotonic()
     # No -trimpath: it is part of every package's cache key, and without it `go vet` and
     # `go test` reuse what this build compiled.
@@ -186,7 +208,7 @@ def build():
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
     print("peers: built %s in %.0f s into %s" % (", ".join(names), seconds, target))
-    return vet(go)
+    return check(go)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"gpuprov.test/peers/internal/supervise"
 )
 
 func base64Std(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
@@ -59,100 +59,14 @@ func freePort() (int, error) {
 	return listener.Addr().(*net.TCPAddr).Port, nil
 }
 
-// component is one child process of `up`.
-type component struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error
-}
-
-func (c *component) tail(lines int) string {
-	data, err := os.ReadFile(c.logPath)
-	if err != nil {
-		return ""
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-type supervisor struct {
-	dir        string
-	self       string
-	mu         sync.Mutex
-	components []*component
-	stopping   bool
-	failed     chan *component
-}
-
-func (s *supervisor) start(name string, args ...string) (*component, error) {
-	logPath := filepath.Join(s.dir, "logs", name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(s.self, append([]string{name}, args...)...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	// The component dies with `up`, even when `up` is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	c := &component{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	s.mu.Lock()
-	s.components = append(s.components, c)
-	s.mu.Unlock()
-	go func() {
-		c.err = cmd.Wait()
-		logFile.Close()
-		close(c.done)
-		s.mu.Lock()
-		stopping := s.stopping
-		s.mu.Unlock()
-		if !stopping {
-			s.failed <- c
-		}
-	}()
-	return c, nil
-}
-
-// stop ends the components in reverse start order: SIGTERM, then SIGKILL after grace.
-func (s *supervisor) stop(grace time.Duration) {
-	s.mu.Lock()
-	s.stopping = true
-	components := append([]*component(nil), s.components...)
-	s.mu.Unlock()
-	for i := len(components) - 1; i >= 0; i-- {
-		c := components[i]
-		select {
-		case <-c.done:
-			continue
-		default:
-		}
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(grace):
-			_ = c.cmd.Process.Kill()
-			<-c.done
-		}
-	}
-}
-
 // waitHTTP polls url until it answers 200, the component exits or the deadline passes.
-func waitHTTP(client *http.Client, url string, c *component, deadline time.Time) error {
+func waitHTTP(client *http.Client, url string, c *supervise.Component, deadline time.Time) error {
 	var last string
 	for time.Now().Before(deadline) {
 		if c != nil {
 			select {
-			case <-c.done:
-				return fmt.Errorf("%s exited (%v) before %s answered; its log ends:\n%s", c.name, c.err, url, c.tail(25))
+			case <-c.Done():
+				return fmt.Errorf("%s before %s answered; its log ends:\n%s", c.DescribeExit(), url, c.Tail(25))
 			default:
 			}
 		}
@@ -171,11 +85,11 @@ func waitHTTP(client *http.Client, url string, c *component, deadline time.Time)
 	}
 	name := "?"
 	if c != nil {
-		name = c.name
+		name = c.Name
 	}
 	return fmt.Errorf("%s: %s did not answer 200 in time (last: %s); log: %s", name, url, last, func() string {
 		if c != nil {
-			return c.logPath
+			return c.LogPath
 		}
 		return ""
 	}())
@@ -302,14 +216,14 @@ func up(args []string) int {
 	}
 	lap("etcd", t)
 
-	s := &supervisor{dir: root, self: self, failed: make(chan *component, 8)}
-	defer s.stop(10 * time.Second)
+	s := supervise.New(filepath.Join(root, "logs"), self)
+	defer s.Stop(10 * time.Second)
 	path := func(name string) string { return filepath.Join(pki, name) }
 
 	// The flags of kubeadm's static pod manifests (cmd/kubeadm/app/phases/controlplane), less
 	// the front proxy and the kubelet client: there is no aggregated API and no kubelet.
 	t = time.Now()
-	apiserver, err := s.start("kube-apiserver",
+	apiserver, err := s.Start("kube-apiserver",
 		"--advertise-address=127.0.0.1",
 		// The endpoints of the default/kubernetes Service may not be loopback addresses; no
 		// pod reaches the API through that Service here (there is no pod network).
@@ -351,7 +265,7 @@ func up(args []string) int {
 	lap("kube-apiserver", t)
 
 	t = time.Now()
-	controllerManager, err := s.start("kube-controller-manager",
+	controllerManager, err := s.Start("kube-controller-manager",
 		"--kubeconfig="+kubeconfigs["controller-manager"],
 		"--authentication-kubeconfig="+kubeconfigs["controller-manager"],
 		"--authorization-kubeconfig="+kubeconfigs["controller-manager"],
@@ -371,7 +285,7 @@ func up(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	scheduler, err := s.start("kube-scheduler",
+	scheduler, err := s.Start("kube-scheduler",
 		"--kubeconfig="+kubeconfigs["scheduler"],
 		"--authentication-kubeconfig="+kubeconfigs["scheduler"],
 		"--authorization-kubeconfig="+kubeconfigs["scheduler"],
@@ -411,8 +325,8 @@ func up(args []string) int {
 		version = info.GitVersion
 	}
 	pids := map[string]int{}
-	for _, c := range []*component{apiserver, controllerManager, scheduler} {
-		pids[c.name] = c.cmd.Process.Pid
+	for _, c := range []*supervise.Component{apiserver, controllerManager, scheduler} {
+		pids[c.Name] = c.PID()
 	}
 	line := readyLine{Ready: true, Server: server, Kubeconfig: kubeconfigs["admin"], CACert: caPath, Dir: root,
 		PID: os.Getpid(), Components: pids, Seconds: seconds, Version: version}
@@ -435,12 +349,11 @@ func up(args []string) int {
 	select {
 	case <-signals:
 	case <-eof:
-	case c := <-s.failed:
-		fmt.Fprintf(os.Stderr, "controlplane: %s exited (%v); its log ends:\n%s\n", c.name, c.err, c.tail(25))
+	case c := <-s.Failed():
+		fmt.Fprintf(os.Stderr, "controlplane: %s; its log ends:\n%s\n", c.DescribeExit(), c.Tail(25))
 		_ = os.Remove(filepath.Join(root, "ready.json"))
 		return 1
 	}
 	_ = os.Remove(filepath.Join(root, "ready.json"))
 	return 0
 }
-
