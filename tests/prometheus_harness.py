@@ -45,7 +45,22 @@ class Prometheus:
         self.process = None
 
     def start(self, timeout=30):
-        self.log = open(os.path.join(self.directory, "prometheus.log"), "wb")
+        # free_port() is a probe, not a reservation: another process can bind the port before
+        # Prometheus does. Prometheus then exits with "address already in use"; a new port is
+        # the fix (the URL changes with it). Any other exit is an error at once.
+        for attempt in range(3):
+            try:
+                return self._start_once(timeout)
+            except RuntimeError as error:
+                if attempt == 2 or "address already in use" not in str(error):
+                    raise
+                self.port = free_port()
+                self.url = "http://127.0.0.1:%d" % self.port
+
+    def _start_once(self, timeout):
+        if getattr(self, "log", None):
+            self.log.close()
+        self.log = open(os.path.join(self.directory, "prometheus.log"), "ab")
         self.process = subprocess.Popen(
             [BINARY, "--config.file=%s" % self.config_path,
              "--storage.tsdb.path=%s" % os.path.join(self.directory, "data"),

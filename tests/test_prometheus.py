@@ -243,3 +243,25 @@ def test_diagnose_bad_prometheus_input(gpuprov, snapshot_dir):
     code, _, err = gpuprov("diagnose", "--snapshot", str(snapshot_dir), "--prometheus",
                            "http://127.0.0.1:%d" % prometheus_harness.free_port(), "--since", "1m")
     assert code == 1 and "cannot connect" in err
+
+
+def test_a_port_taken_after_the_probe_moves_the_server_to_a_new_port():
+    """free_port() probes; a process that binds the port first makes Prometheus exit with
+    "address already in use", and start() tries again on a new port."""
+    import socket
+
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    server = prometheus_harness.Prometheus([])
+    server.port, server.url = taken, "http://127.0.0.1:%d" % taken
+    try:
+        server.start()
+        assert server.port != taken
+        assert server.url == "http://127.0.0.1:%d" % server.port
+        assert server.query("vector(1)")[0]["value"][1] == "1"
+        assert "address already in use" in server.log_text()
+    finally:
+        server.stop()
+        holder.close()
