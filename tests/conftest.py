@@ -60,6 +60,10 @@ def control_plane(request, tmp_path_factory):
         yield plane
     finally:
         plane.stop()
+        restarts = plane.restarts()
+        if restarts:
+            with open(_starts_file(request.config), "a") as handle:
+                handle.write("control plane %s: restarted during the session: %s\n" % (plane.server, "; ".join(restarts)))
 
 
 @pytest.fixture

@@ -145,6 +145,18 @@ class ControlPlane:
                 self.process.kill()
                 self.process.wait()
 
+    def restarts(self):
+        """The supervisor's restart notes from the components' logs (`up` restarts a component
+        that exits, as the kubelet restarts a static pod), one "name: why" per restart."""
+        notes = []
+        logs = os.path.join(self.ready["dir"], "logs")
+        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else ():
+            with open(os.path.join(logs, name), errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("supervise: ") and "starting it again" in line:
+                        notes.append(line[len("supervise: "):].split("; starting it again")[0].strip())
+        return notes
+
     @classmethod
     def attach(cls, folder):
         """A control plane another process started in FOLDER (start(..., detach=True), or a

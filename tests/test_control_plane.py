@@ -64,6 +64,7 @@ def test_a_controller_manager_that_exits_is_started_again_as_the_kubelet_restart
     with open(log_path) as handle:
         log = handle.read()
     assert "kube-controller-manager exited (signal: killed); starting it again in 1s (restart 1 of 5)" in log
+    assert "kube-controller-manager exited (signal: killed)" in cluster.restarts()
 
 
 def _wrapper(tmp_path, body):
