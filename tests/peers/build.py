@@ -144,34 +144,32 @@ def find_go():
     return shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
 
 
+def _run_go(go, args, success, env=None):
+    """Run `go ARGS` here, print its time, and its output only when it fails (exit status 1)."""
+    started = time.monotonic()
+    result = subprocess.run([go] + args, cwd=HERE, env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    command = "go " + " ".join(args)
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout + result.stderr)
+        print("peers: %s failed after %.0f s" % (command, seconds), file=sys.stderr)
+        return 1
+    print("peers: %s %s in %.0f s" % (command, success, seconds))
+    return 0
+
+
 def vet(go):
     """`go vet ./...` as a developer runs it (no flags, the caller's environment), so its
     results, and the analysis facts it computes for every dependency, are in Go's cache:
     a cold vet of the Kubernetes dependencies takes minutes, a warm one seconds."""
-    started = time.monotonic()
-    result = subprocess.run([go, "vet", "./..."], cwd=HERE, capture_output=True, text=True)
-    seconds = time.monotonic() - started
-    if result.returncode != 0:
-        sys.stderr.write(result.stdout + result.stderr)
-        print("peers: go vet ./... failed after %.0f s" % seconds, file=sys.stderr)
-        return 1
-    print("peers: go vet ./... clean in %.0f s" % seconds)
-    return 0
+    return _run_go(go, ["vet", "./..."], "clean")
 
 
 def test(go):
     """The harness's own tests: the internal packages (no Kubernetes code, so seconds)."""
-    started = time.monotonic()
     env = dict(os.environ)
     env.setdefault("CGO_CFLAGS", CGO_CFLAGS)
-    result = subprocess.run([go, "test", "./internal/..."], cwd=HERE, env=env, capture_output=True, text=True)
-    seconds = time.monotonic() - started
-    if result.returncode != 0:
-        sys.stderr.write(result.stdout + result.stderr)
-        print("peers: go test ./internal/... failed after %.0f s" % seconds, file=sys.stderr)
-        return 1
-    print("peers: go test ./internal/... passed in %.0f s" % seconds)
-    return 0
+    return _run_go(go, ["test", "./internal/..."], "passed", env=env)
 
 
 def check(go):
