@@ -98,26 +98,24 @@ class FileSetError(Exception):
     pass
 
 
-def _uid(owner):
-    if owner is None:
+def _account_id(value, lookup, field, option, noun):
+    """VALUE as a number (itself when digits, else looked up by name), or None when omitted."""
+    if value is None:
         return None
-    if owner.isdigit():
-        return int(owner)
+    if value.isdigit():
+        return int(value)
     try:
-        return pwd.getpwnam(owner).pw_uid
+        return getattr(lookup(value), field)
     except KeyError:
-        raise FileSetError("owner %r: no such user on this node" % owner)
+        raise FileSetError("%s %r: no such %s on this node" % (option, value, noun))
+
+
+def _uid(owner):
+    return _account_id(owner, pwd.getpwnam, "pw_uid", "owner", "user")
 
 
 def _gid(group):
-    if group is None:
-        return None
-    if group.isdigit():
-        return int(group)
-    try:
-        return grp.getgrnam(group).gr_gid
-    except KeyError:
-        raise FileSetError("group %r: no such group on this node" % group)
+    return _account_id(group, grp.getgrnam, "gr_gid", "group", "group")
 
 
 def _mode(text):
