@@ -346,8 +346,10 @@ def test_a_converged_node_gets_a_changed_boot_restore_file_back(tmp_path):
         code, output = gpuprov_apply(inventories, "--waves", "100%")
 
         assert code == 0, output
-        assert progress_line("h100", "changed", "Install the MIG restore unit") in output, output
-        assert progress_line("h100", "changed", "Install the MIG restore program") in output, output
+        # Both files, and only they, written again by the restore's install step.
+        assert progress_line("h100", "changed", "Install the boot-time MIG restore's directories, code, "
+                             "program, state file and unit: files: gpuprov-mig-restore, "
+                             "gpuprov-mig-restore.service") in output, output
         assert "Enable MIG mode" not in output and "Create and destroy GPU instances" not in output
         assert unit.read_bytes() == installed
         assert program.stat().st_mode & 0o777 == 0o755

@@ -10,79 +10,140 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: file_set
-short_description: Install several small files into one directory in one call
+short_description: Install several small files, in one or more directories, in one call
 version_added: "0.2.0"
 description:
   - Writes each file of O(files) whose content, mode, owner or group differ from what is asked,
-    in one module run. M(ansible.builtin.copy) costs a stat, a transfer and a module run per
-    file; the boot-time MIG restore installs its four source files this way in one.
-  - Each file is written to a new temporary file in O(directory), fsynced, given its owner,
+    in one module run, after creating the directories of O(directories) that are missing.
+    M(ansible.builtin.copy) and M(ansible.builtin.template) cost a stat, a transfer and a module
+    run per file, M(ansible.builtin.file) a module run per directory; the boot-time MIG restore
+    installs its directories, code, program, state file and unit this way in one.
+  - Each file is written to a new temporary file in its directory, fsynced, given its owner,
     group and mode, and renamed over the old one, so a reader sees the old file or the new one,
     never a part. A failure removes the temporary file and leaves that file as it was; files
     written before it stay written and are listed in the result.
-  - O(directory) must exist (in check mode a missing one means every file would be written); it is opened without following a symbolic link as its last
-    component, and every file is written relative to that open directory. A symbolic link in
-    the place of a file is replaced by the file, never written through. A directory, device or
-    FIFO in the place of a file is refused before any file is written.
-  - Meant for the collection's own node-side files, whose content comes from the controller
-    (for example C(ansible.builtin.file) lookups of the collection's sources); not for large or
-    binary files.
+  - A file's directory must exist or be one of O(directories) (in check mode a missing one means
+    every file in it would be written). It is opened without following a symbolic link as its
+    last component, and the file is written relative to that open directory. A symbolic link in
+    the place of a file is replaced by the file, never written through (and not backed up). A
+    directory, device or FIFO in the place of a file, a path that is not absolute and normal,
+    an unknown owner or a bad mode are refused before anything is written.
+  - Meant for small text files whose content comes from the controller (for example
+    C(ansible.builtin.file) or C(ansible.builtin.template) lookups); not for large or binary
+    files.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
-    details: Reports which files would change and writes nothing.
+    details: Reports which directories would be created and which files would change, and writes nothing.
   diff_mode:
     support: full
     details: One diff per file that changes, with its old and new content.
   platform:
     platforms: posix
 options:
-  directory:
-    description: Absolute path of the existing directory the files go into.
-    type: path
-    required: true
   files:
-    description:
-      - The files, as file name to its whole content (text, written as UTF-8).
-      - A name is a plain file name, not a path; V(.), V(..) and names with C(/) or a NUL are refused.
-    type: dict
+    description: The files, each written whole.
+    type: list
+    elements: dict
     required: true
+    suboptions:
+      path:
+        description:
+          - Absolute, normal path of the file (no V(.) or V(..) component, no doubled or
+            trailing C(/)).
+        type: path
+        required: true
+      content:
+        description: The whole content (text, written as UTF-8).
+        type: str
+        required: true
+      mode:
+        description: Permissions of this file, an octal string; default O(mode).
+        type: str
+      backup:
+        description:
+          - Before a file whose content changes is replaced, keep a copy of the old one beside
+            it, named as M(ansible.builtin.copy) names its backups
+            (C(NAME.PID.YYYY-MM-DD@HH:MM:SS~)).
+        type: bool
+        default: false
+  directories:
+    description:
+      - Absolute paths of directories to create when missing (their missing parents too), with
+        O(owner), O(group) and O(directory_mode); an existing one gets them too. A symbolic
+        link as the last component of one is refused.
+    type: list
+    elements: path
+    default: []
   mode:
-    description: The permissions of every file, an octal string such as V(0644).
+    description: Permissions of every file whose entry gives none, an octal string such as V(0644).
     type: str
     required: true
+  directory_mode:
+    description: Permissions of the directories of O(directories), an octal string.
+    type: str
+    default: "0755"
   owner:
-    description: Owner of every file (a name or a number). Omitted, new files belong to the user the module runs as.
+    description: Owner of every file and directory (a name or a number). Omitted, new ones belong to the user the module runs as.
     type: str
   group:
-    description: Group of every file (a name or a number). Omitted, new files get the user's group.
+    description: Group of every file and directory (a name or a number). Omitted, new ones get the user's group.
     type: str
 requirements:
-  - write access to O(directory) (root, for the MIG restore)
+  - write access to the directories (root, for the MIG restore)
 """
 
 EXAMPLES = r"""
-- name: Install the node-side code of the MIG restore
+- name: Install a program and its unit
   become: true
   gpuprov.gpu.file_set:
-    directory: /usr/local/lib/gpuprov/ansible_collections/gpuprov/gpu/plugins/module_utils
+    directories: [/usr/local/lib/example]
     mode: "0644"
     owner: root
     group: root
     files:
-      mig_solver.py: "{{ lookup('ansible.builtin.file', 'plugins/module_utils/mig_solver.py', rstrip=false) }}"
+      - path: /usr/local/lib/example/run.py
+        content: "{{ lookup('ansible.builtin.template', 'run.py.j2') }}"
+        mode: "0755"
+      - path: /etc/systemd/system/example.service
+        content: "{{ lookup('ansible.builtin.template', 'example.service.j2') }}"
+        backup: true
+  register: installed
+
+- name: Enable the unit, reloading systemd when the unit file changed
+  become: true
+  ansible.builtin.systemd_service:
+    name: example.service
+    enabled: true
+    daemon_reload: "{{ '/etc/systemd/system/example.service' in installed.changed_files }}"
 """
 
 RETURN = r"""
 changed_files:
-  description: The paths written (check mode - that would be written), in the order of the file names.
+  description: The paths written (check mode - that would be written), in the order of O(files).
   returned: always
   type: list
   elements: str
-  sample: [/usr/local/lib/gpuprov/ansible_collections/gpuprov/gpu/plugins/module_utils/mig_solver.py]
+  sample: [/usr/local/lib/example/run.py]
+changed_directories:
+  description: The directories created or given another owner, group or mode (check mode - that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [/usr/local/lib/example]
+summary:
+  description: The directories and the names of the files that changed, in one line (empty when nothing changed).
+  returned: always
+  type: str
+  sample: "directories: /usr/local/lib/example; files: run.py, example.service"
+backup_files:
+  description: Path of each file backed up before it was replaced, to the path of its backup.
+  returned: always
+  type: dict
+  sample: {/etc/systemd/system/example.service: "/etc/systemd/system/example.service.4211.2026-12-07@10:00:00~"}
 """
 
 import errno
@@ -90,6 +151,7 @@ import grp
 import os
 import pwd
 import stat
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -118,25 +180,26 @@ def _gid(group):
     return _account_id(group, grp.getgrnam, "gr_gid", "group", "group")
 
 
-def _mode(text):
+def _mode(text, option="mode"):
     try:
         mode = int(text, 8)
-    except ValueError:
+    except (TypeError, ValueError):
         mode = -1
     if not 0 <= mode <= 0o7777:
-        raise FileSetError("mode %r is not an octal permission such as 0644" % (text,))
+        raise FileSetError("%s %r is not an octal permission such as 0644" % (option, text))
     return mode
 
 
-def _check_name(name):
-    if name in ("", ".", "..") or "/" in name or "\0" in name:
-        raise FileSetError("file name %r: a plain file name is needed, not a path" % (name,))
+def _check_path(path, what):
+    """PATH must be absolute and normal: no '.', '..', doubled or trailing '/', no NUL."""
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+        raise FileSetError("%s %r: an absolute path is needed" % (what, path))
+    if os.path.normpath(path) != path or path.startswith("//") or (what == "file" and path == "/"):
+        raise FileSetError("%s %r: a normal absolute path is needed (no '.', '..', doubled or trailing '/')" % (what, path))
 
 
 def _open_directory(directory):
     """DIRECTORY, opened without following a link as its last component."""
-    if not os.path.isabs(directory):
-        raise FileSetError("directory %r: an absolute path is needed" % (directory,))
     try:
         return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
@@ -145,6 +208,78 @@ def _open_directory(directory):
         if exc.errno == errno.ENOENT:
             raise FileSetError("directory %s does not exist" % directory)
         raise FileSetError("cannot open directory %s: %s" % (directory, exc.strerror))
+
+
+def _lstat(path):
+    try:
+        return os.lstat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise
+
+
+def plan_directory(path):
+    """The components of PATH that are missing, checked read-only: every existing one must be a
+    directory (a link on the way is followed, as the kernel does), the last one not a link."""
+    _check_path(path, "directory")
+    parts = [part for part in path.split("/") if part]
+    for index in range(len(parts)):
+        current = "/" + "/".join(parts[:index + 1])
+        info = _lstat(current)
+        if info is None:
+            return ["/" + "/".join(parts[:end + 1]) for end in range(index, len(parts))]
+        last = index == len(parts) - 1
+        if last and stat.S_ISLNK(info.st_mode):
+            raise FileSetError("%s is a symbolic link; refusing to use it as a directory" % current)
+        if not os.path.isdir(current):
+            raise FileSetError("%s is not a directory; refusing to create %s" % (current, path))
+    return []
+
+
+def _set_attributes(fd, mode, uid, gid):
+    """Give the open FD's file OWNER, GROUP and MODE; True when one differed."""
+    info = os.fstat(fd)
+    changed = False
+    if (uid is not None and info.st_uid != uid) or (gid is not None and info.st_gid != gid):
+        os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+        changed = True
+    # After the chown, which clears set-id bits.
+    if changed or stat.S_IMODE(info.st_mode) != mode:
+        os.fchmod(fd, mode)
+        changed = changed or stat.S_IMODE(info.st_mode) != mode
+    return changed
+
+
+def _directory_differs(path, mode, uid, gid):
+    info = os.lstat(path)
+    return (stat.S_IMODE(info.st_mode) != mode or (uid is not None and info.st_uid != uid)
+            or (gid is not None and info.st_gid != gid))
+
+
+def make_directory(path, missing, mode, uid, gid):
+    """Create the MISSING components of PATH, then give each created one and PATH itself the
+    owner, group and mode; True when anything changed."""
+    changed = False
+    for component in missing:
+        try:
+            os.mkdir(component, 0o700)
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+        fd = _open_directory(component)
+        try:
+            _set_attributes(fd, mode, uid, gid)
+        finally:
+            os.close(fd)
+        changed = True
+    if not missing:
+        fd = _open_directory(path)
+        try:
+            changed = _set_attributes(fd, mode, uid, gid)
+        finally:
+            os.close(fd)
+    return changed
 
 
 def _current(dir_fd, name):
@@ -163,57 +298,97 @@ def _current(dir_fd, name):
 
 
 class Planned(object):
-    def __init__(self, name, path, content, info, old):
-        self.name, self.path, self.content, self.info, self.old = name, path, content, info, old
+    def __init__(self, path, content, mode, backup, info, old):
+        self.path, self.content, self.mode, self.backup, self.info, self.old = path, content, mode, backup, info, old
+        self.directory, self.name = os.path.split(path)
 
-    def needs_write(self, mode, uid, gid):
+    def needs_write(self, uid, gid):
         info = self.info
         if info is None or not stat.S_ISREG(info.st_mode) or self.old != self.content:
             return True
-        if stat.S_IMODE(info.st_mode) != mode:
+        if stat.S_IMODE(info.st_mode) != self.mode:
             return True
         return (uid is not None and info.st_uid != uid) or (gid is not None and info.st_gid != gid)
 
+    def backs_up(self):
+        return self.backup and self.info is not None and stat.S_ISREG(self.info.st_mode) and self.old != self.content
 
-def plan(dir_fd, directory, files):
+
+def plan_files(entries, default_mode, will_exist, check_mode):
     """Read every file first: a refusal (a directory in a file's place) comes before any write."""
-    planned = []
-    for name in sorted(files):
-        _check_name(name)
-        content = files[name]
-        if not isinstance(content, str):
-            raise FileSetError("%s: the content must be text, not %s" % (name, type(content).__name__))
-        path = os.path.join(directory, name)
-        info, old = _current(dir_fd, name) if dir_fd is not None else (None, None)
-        if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-            raise FileSetError("%s exists and is not a regular file; refusing to replace it" % path)
-        planned.append(Planned(name, path, content.encode("utf-8"), info, old))
+    planned, seen, handles = [], set(), {}
+    try:
+        for entry in entries:
+            path, content = entry["path"], entry["content"]
+            _check_path(path, "file")
+            if path in seen:
+                raise FileSetError("file %s is given twice" % path)
+            seen.add(path)
+            if not isinstance(content, str):
+                raise FileSetError("%s: the content must be text, not %s" % (path, type(content).__name__))
+            mode = default_mode if entry.get("mode") is None else _mode(entry["mode"], "mode of %s" % path)
+            directory, name = os.path.split(path)
+            if directory not in handles:
+                if directory in will_exist or (check_mode and not os.path.lexists(directory)):
+                    # Created by this run (or, in check mode, by an earlier task): nothing to read.
+                    handles[directory] = None
+                else:
+                    handles[directory] = _open_directory(directory)
+            dir_fd = handles[directory]
+            info, old = _current(dir_fd, name) if dir_fd is not None else (None, None)
+            if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+                raise FileSetError("%s exists and is not a regular file; refusing to replace it" % path)
+            planned.append(Planned(path, content.encode("utf-8"), mode, bool(entry.get("backup")), info, old))
+    finally:
+        for fd in handles.values():
+            if fd is not None:
+                os.close(fd)
     return planned
 
 
-def write(dir_fd, item, mode, uid, gid):
-    """Write ITEM through a temporary file in the directory, renamed over the old one."""
+def _create_exclusive(dir_fd, stem, path, mode):
+    """A new file STEM.<n> in DIR_FD, opened for writing, never following or reusing a name."""
+    for attempt in range(100):
+        candidate = stem if attempt == 0 else "%s.%d" % (stem, attempt)
+        try:
+            return candidate, os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+    raise FileSetError("%s: no free name for a new file in its directory" % path)
+
+
+def backup(dir_fd, item):
+    """Copy the old content of ITEM beside it (its mode, owner and times kept); the backup's path."""
+    stem = "%s.%d.%s~" % (item.name, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S", time.localtime()))
+    name, fd = _create_exclusive(dir_fd, stem, item.path, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(item.old)
+        handle.flush()
+        info = item.info
+        try:
+            os.fchown(handle.fileno(), info.st_uid, info.st_gid)
+        except OSError as exc:
+            if exc.errno != errno.EPERM:
+                raise
+        os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+        os.utime(handle.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
+        os.fsync(handle.fileno())
+    return os.path.join(item.directory, name)
+
+
+def write(dir_fd, item, uid, gid):
+    """Write ITEM through a temporary file in its directory, renamed over the old one."""
     temporary = None
     try:
-        for attempt in range(100):
-            candidate = ".%s.%d.%d.tmp" % (item.name, os.getpid(), attempt)
-            try:
-                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    continue
-                raise
-            temporary = candidate
-            break
-        else:
-            raise FileSetError("%s: no free temporary name in its directory" % item.path)
+        temporary, fd = _create_exclusive(dir_fd, ".%s.%d.tmp" % (item.name, os.getpid()), item.path, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(item.content)
             handle.flush()
             if uid is not None or gid is not None:
                 os.fchown(handle.fileno(), -1 if uid is None else uid, -1 if gid is None else gid)
             # After the chown, which clears set-id bits.
-            os.fchmod(handle.fileno(), mode)
+            os.fchmod(handle.fileno(), item.mode)
             os.fsync(handle.fileno())
         os.rename(temporary, item.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         temporary = None
@@ -232,40 +407,56 @@ def _text(data):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            directory=dict(type="path", required=True),
-            files=dict(type="dict", required=True),
+            files=dict(type="list", elements="dict", required=True, options=dict(
+                path=dict(type="path", required=True),
+                content=dict(type="str", required=True),
+                mode=dict(type="str"),
+                backup=dict(type="bool", default=False),
+            )),
+            directories=dict(type="list", elements="path", default=[]),
             mode=dict(type="str", required=True),
+            directory_mode=dict(type="str", default="0755"),
             owner=dict(type="str"),
             group=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    written = []
+    written, made, backups = [], [], {}
     try:
         mode = _mode(params["mode"])
+        directory_mode = _mode(params["directory_mode"], "directory_mode")
         uid, gid = _uid(params["owner"]), _gid(params["group"])
-        if module.check_mode and not os.path.lexists(params["directory"]):
-            # Check mode of a run that creates the directory first (as M(ansible.builtin.copy)
-            # reports it): every file would be written.
-            dir_fd = None
+        # Everything is read and checked before the first change.
+        directories = [(path, plan_directory(path)) for path in params["directories"]]
+        will_exist = set(component for _path, missing in directories for component in missing)
+        planned = plan_files(params["files"], mode, will_exist, module.check_mode)
+        changes = [item for item in planned if item.needs_write(uid, gid)]
+        if module.check_mode:
+            made = [path for path, missing in directories
+                    if missing or _directory_differs(path, directory_mode, uid, gid)]
         else:
-            dir_fd = _open_directory(params["directory"])
-        try:
-            planned = plan(dir_fd, params["directory"], params["files"])
-            changes = [item for item in planned if item.needs_write(mode, uid, gid)]
-            if not module.check_mode:
-                for item in changes:
-                    write(dir_fd, item, mode, uid, gid)
+            for path, missing in directories:
+                if make_directory(path, missing, directory_mode, uid, gid):
+                    made.append(path)
+            for item in changes:
+                dir_fd = _open_directory(item.directory)
+                try:
+                    if item.backs_up():
+                        backups[item.path] = backup(dir_fd, item)
+                    write(dir_fd, item, uid, gid)
                     written.append(item.path)
-                if written:
                     os.fsync(dir_fd)
-        finally:
-            if dir_fd is not None:
-                os.close(dir_fd)
+                finally:
+                    os.close(dir_fd)
     except (FileSetError, OSError) as exc:
-        module.fail_json(msg="file_set: %s" % exc, changed=bool(written), changed_files=written)
-    result = dict(changed=bool(changes), changed_files=[item.path for item in changes])
+        module.fail_json(msg="file_set: %s" % exc, changed=bool(written or made), changed_files=written,
+                         changed_directories=made, backup_files=backups)
+    summary = "; ".join(part for part in (
+        "directories: " + ", ".join(made) if made else "",
+        "files: " + ", ".join(item.name for item in changes) if changes else "") if part)
+    result = dict(changed=bool(changes or made), changed_files=[item.path for item in changes],
+                  changed_directories=made, backup_files=backups, summary=summary)
     if module._diff:
         result["diff"] = [dict(before_header=item.path, after_header=item.path, before=_text(item.old),
                                after=_text(item.content)) for item in changes]

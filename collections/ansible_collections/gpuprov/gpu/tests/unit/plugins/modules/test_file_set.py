@@ -18,13 +18,19 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpuprov.gpu.plugins.modules import file_set
 
 
-def run(capsys, directory, files, mode="0644", check_mode=False, diff=False, **args):
-    params = dict(args, directory=str(directory), files=files, mode=mode, _ansible_check_mode=check_mode, _ansible_diff=diff)
+def call(capsys, files, mode="0644", check_mode=False, diff=False, **args):
+    params = dict(args, files=files, mode=mode, _ansible_check_mode=check_mode, _ansible_diff=diff)
     capsys.readouterr()
     with patch_module_args(params):
         with pytest.raises(SystemExit):
             file_set.main()
     return json.loads(capsys.readouterr().out)
+
+
+def run(capsys, directory, files, **args):
+    """FILES (name to content) into DIRECTORY, in the order of their names."""
+    entries = [dict(path=os.path.join(str(directory), name), content=files[name]) for name in sorted(files)]
+    return call(capsys, entries, **args)
 
 
 def mode_of(path):
@@ -115,12 +121,20 @@ def test_something_other_than_a_file_in_its_place_is_refused_before_any_write(ca
     assert not (tmp_path / "before").exists()
 
 
-@pytest.mark.parametrize("name", ["../escape", "sub/f", "..", ".", ""])
-def test_a_name_that_is_not_a_plain_file_name_is_refused(capsys, tmp_path, name):
+@pytest.mark.parametrize("path", ["{d}/../escape", "{d}/./f", "{d}//f", "{d}/f/", "relative/f", "", "/"])
+def test_a_path_that_is_not_absolute_and_normal_is_refused_before_any_write(capsys, tmp_path, path):
     (tmp_path / "inside").mkdir()
-    result = run(capsys, tmp_path / "inside", {"ok": "1\n", name: "x\n"})
-    assert result["failed"] is True and "a plain file name is needed, not a path" in result["msg"]
+    entries = [dict(path=str(tmp_path / "inside" / "ok"), content="1\n"),
+               dict(path=path.format(d=tmp_path / "inside"), content="x\n")]
+    result = call(capsys, entries)
+    assert result["failed"] is True and "path is needed" in result["msg"]
     assert os.listdir(str(tmp_path / "inside")) == [] and sorted(os.listdir(str(tmp_path))) == ["inside"]
+
+
+def test_a_file_given_twice_is_refused(capsys, tmp_path):
+    entries = [dict(path=str(tmp_path / "f"), content="1\n"), dict(path=str(tmp_path / "f"), content="2\n")]
+    result = call(capsys, entries)
+    assert result["failed"] is True and "is given twice" in result["msg"] and not (tmp_path / "f").exists()
 
 
 def test_a_missing_directory_a_relative_one_and_a_bad_mode_are_named(capsys, tmp_path):
@@ -128,6 +142,8 @@ def test_a_missing_directory_a_relative_one_and_a_bad_mode_are_named(capsys, tmp
     assert missing["failed"] is True and "directory %s does not exist" % (tmp_path / "no") in missing["msg"]
     relative = run(capsys, "relative", {"f": "x\n"})
     assert relative["failed"] is True and "an absolute path is needed" in relative["msg"]
+    bad_file_mode = call(capsys, [dict(path=str(tmp_path / "f"), content="x\n", mode="999")])
+    assert bad_file_mode["failed"] is True and "mode of %s '999' is not an octal" % (tmp_path / "f") in bad_file_mode["msg"]
     bad = run(capsys, tmp_path, {"f": "x\n"}, mode="rw-r--r--")
     assert bad["failed"] is True and "mode 'rw-r--r--' is not an octal permission" in bad["msg"]
     assert not (tmp_path / "f").exists()
@@ -164,3 +180,88 @@ def test_a_failed_write_leaves_that_file_as_it_was_and_names_what_was_written(ca
     assert "No space left on device" in result["msg"]
     assert second.read_text() == "old\n" and first.read_text() == "1\n"
     assert sorted(os.listdir(str(tmp_path))) == ["first", "second"]
+
+
+def test_directories_and_files_in_several_directories_in_one_call(capsys, tmp_path):
+    lib, state, units = tmp_path / "usr/local/lib/x", tmp_path / "var/lib/x", tmp_path / "etc/units"
+    units.mkdir(parents=True)
+    units.chmod(0o700)
+    entries = [dict(path=str(lib / "run.py"), content="#!/usr/bin/python3\n", mode="0755"),
+               dict(path=str(state / "state.json"), content="{}\n"),
+               dict(path=str(units / "x.service"), content="[Unit]\n")]
+    first = call(capsys, entries, directories=[str(lib), str(state), str(units)], directory_mode="0751")
+    assert "failed" not in first, first.get("msg")
+    assert first["changed_directories"] == [str(lib), str(state), str(units)]
+    assert first["changed_files"] == [entry["path"] for entry in entries]
+    # Missing parents are made with the same mode, an existing directory is given it.
+    for path in (lib, lib.parent, tmp_path / "usr", state, units):
+        assert stat.S_ISDIR(os.lstat(str(path)).st_mode) and mode_of(path) == 0o751
+    assert mode_of(lib / "run.py") == 0o755 and mode_of(state / "state.json") == 0o644
+    second = call(capsys, entries, directories=[str(lib), str(state), str(units)], directory_mode="0751")
+    assert second["changed"] is False and second["changed_directories"] == [] and second["changed_files"] == []
+
+
+def test_check_mode_reports_the_directories_it_would_create_and_writes_nothing(capsys, tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old").chmod(0o755)
+    entries = [dict(path=str(tmp_path / "new/sub/f"), content="x\n"), dict(path=str(tmp_path / "old/g"), content="y\n")]
+    result = call(capsys, entries, directories=[str(tmp_path / "new/sub"), str(tmp_path / "old")], check_mode=True)
+    assert result["changed"] is True
+    assert result["changed_directories"] == [str(tmp_path / "new/sub")]
+    assert result["changed_files"] == [entry["path"] for entry in entries]
+    assert sorted(os.listdir(str(tmp_path))) == ["old"] and os.listdir(str(tmp_path / "old")) == []
+
+
+def test_a_file_beside_a_directory_the_run_creates_is_still_read(capsys, tmp_path):
+    # tmp_path exists; only tmp_path/new is created: tmp_path/f is compared, not taken as new.
+    (tmp_path / "f").write_text("x\n")
+    (tmp_path / "f").chmod(0o644)
+    entries = [dict(path=str(tmp_path / "f"), content="x\n")]
+    result = call(capsys, entries, directories=[str(tmp_path / "new")], check_mode=True)
+    assert result["changed_files"] == [] and result["changed_directories"] == [str(tmp_path / "new")]
+
+
+def test_a_linked_directory_to_create_is_refused_before_any_write(capsys, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "planted").symlink_to(real)
+    entries = [dict(path=str(tmp_path / "first"), content="x\n")]
+    result = call(capsys, entries, directories=[str(tmp_path / "planted")])
+    assert result["failed"] is True and "is a symbolic link; refusing to use it as a directory" in result["msg"]
+    assert not (tmp_path / "first").exists()
+    # A file where a parent would be is refused too.
+    (tmp_path / "file").write_text("")
+    result = call(capsys, entries, directories=[str(tmp_path / "file" / "sub")])
+    assert result["failed"] is True and "%s is not a directory" % (tmp_path / "file") in result["msg"]
+    assert not (tmp_path / "first").exists()
+
+
+def test_a_backup_keeps_the_old_content_mode_and_time_beside_the_new_file(capsys, tmp_path):
+    unit = tmp_path / "x.service"
+    unit.write_text("old\n")
+    unit.chmod(0o640)
+    os.utime(str(unit), (1000000000, 1000000000))
+    entries = [dict(path=str(unit), content="new\n", backup=True)]
+    result = call(capsys, entries)
+    backup = result["backup_files"][str(unit)]
+    assert os.path.dirname(backup) == str(tmp_path)
+    assert os.path.basename(backup).startswith("x.service.%d." % os.getpid()) and backup.endswith("~")
+    with open(backup) as handle:
+        assert handle.read() == "old\n"
+    assert mode_of(backup) == 0o640 and os.stat(backup).st_mtime == 1000000000
+    assert unit.read_text() == "new\n" and mode_of(unit) == 0o644
+    # Same content (only the mode differs): no backup, as ansible.builtin.copy does.
+    unit.chmod(0o600)
+    again = call(capsys, entries)
+    assert again["changed_files"] == [str(unit)] and again["backup_files"] == {}
+    assert sorted(os.listdir(str(tmp_path))) == sorted(["x.service", os.path.basename(backup)])
+
+
+def test_a_link_in_a_backed_up_files_place_is_replaced_and_its_target_left_alone(capsys, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("secret\n")
+    (tmp_path / "x.service").symlink_to(victim)
+    result = call(capsys, [dict(path=str(tmp_path / "x.service"), content="new\n", backup=True)])
+    assert result["backup_files"] == {} and victim.read_text() == "secret\n"
+    assert sorted(os.listdir(str(tmp_path))) == ["victim", "x.service"]
+    assert not (tmp_path / "x.service").is_symlink()
