@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpuprov maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""gpuprov.gpu.kubelet_health end to end against the fake kubelet and its fake systemd unit:
+"""gpuprov.gpu.kubelet_restart end to end against the fake kubelet and its fake systemd unit:
 a kubelet that comes up, one that crash-loops while answering ok between crashes, and one
 whose config never loads."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpuprov.gpu.plugins.modules import kubelet_health
+from ansible_collections.gpuprov.gpu.plugins.modules import kubelet_restart
 from test_fake_kubelet import CONFIG, FAKE_BIN, FAKE_KUBELET, KubeletNode
 
 
@@ -45,7 +45,7 @@ def run(capsys, node, **args):
     capsys.readouterr()
     with patch_module_args(params):
         with pytest.raises(SystemExit):
-            kubelet_health.main()
+            kubelet_restart.main()
     return json.loads(capsys.readouterr().out)
 
 

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: kubelet_health
+module: kubelet_restart
 short_description: Wait until a restarted kubelet answers /healthz and stays up
 version_added: "0.2.0"
 description:
@@ -68,7 +68,7 @@ requirements:
 
 EXAMPLES = r"""
 - name: Check that the kubelet came up and stays up
-  gpuprov.gpu.kubelet_health:
+  gpuprov.gpu.kubelet_restart:
     service: kubelet.service
     healthz_url: http://127.0.0.1:10248/healthz
     retries: 30
