@@ -1,8 +1,9 @@
 # Copyright: (c) 2026, gpuprov maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """gpuprov.gpu.kubelet_restart end to end against the fake kubelet and its fake systemd unit:
-a kubelet that comes up, one that crash-loops while answering ok between crashes, and one
-whose config never loads."""
+a restart that comes up, stale checkpoints deleted with the kubelet stopped, a kubelet that
+crash-loops while answering ok between crashes, one whose config never loads, check mode, and
+bad checkpoint paths refused before the kubelet is touched."""
 
 import json
 import os
@@ -39,9 +40,10 @@ def unit(node, **settings):
     }, **settings)}}))
 
 
-def run(capsys, node, **args):
-    params = dict(dict(healthz_url="http://127.0.0.1:%s/healthz" % node.port_file.read_text().strip(),
-                       retries=10, delay=0.3, stable_intervals=2, startup_seconds=1), **args)
+def run(capsys, node, check_mode=False, **args):
+    params = dict(dict(service="kubelet", healthz_url="http://127.0.0.1:%s/healthz" % node.port_file.read_text().strip(),
+                       retries=10, delay=0.3, stable_intervals=2, startup_seconds=1, _ansible_check_mode=check_mode),
+                  **args)
     capsys.readouterr()
     with patch_module_args(params):
         with pytest.raises(SystemExit):
@@ -49,16 +51,43 @@ def run(capsys, node, **args):
     return json.loads(capsys.readouterr().out)
 
 
-def test_a_kubelet_that_comes_up_and_stays_up_passes(capsys, node):
-    unit(node, main_runtime_sec=60)
+def systemctl_calls(node):
+    if not node.call_log.exists():
+        return []
+    calls = [json.loads(line) for line in node.call_log.read_text().splitlines() if line]
+    return [" ".join(call["argv"][1:]) for call in calls if call["tool"] == "systemctl" and call["argv"][1] != "show"]
+
+
+def start(node):
     assert node.run(FAKE_BIN + "/systemctl", "start", "kubelet").returncode == 0
+
+
+def test_a_kubelet_restarted_for_a_new_config_comes_up_and_stays_up(capsys, node):
+    unit(node, main_runtime_sec=60)
+    start(node)
     result = run(capsys, node)
     assert "failed" not in result, result["msg"]
-    assert result["changed"] is False
+    assert result["changed"] is True and result["actions"] == ["restarted kubelet"]
+    assert systemctl_calls(node)[-1] == "restart kubelet"
     assert result["restart_seconds"] == pytest.approx(0.3)
     assert result["stable_seconds"] == 2  # 2 x 0.3 s + 1 s, rounded up
     assert result["restarts_before"] == result["restarts_after"]
     assert result["active_state"] == "active" and result["content"] == "ok"
+
+
+def test_stale_checkpoints_are_deleted_with_the_kubelet_stopped_then_it_comes_up(capsys, node):
+    unit(node, main_runtime_sec=60)
+    node.checkpoint("cpu_manager_state", "none")
+    start(node)
+    node.config.write_text(CONFIG + "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n")
+    checkpoint = node.root / "cpu_manager_state"
+    missing = node.root / "no_such_checkpoint"
+    result = run(capsys, node, reset_checkpoints=[str(checkpoint), str(missing)])
+    assert "failed" not in result, result["msg"]
+    assert result["actions"] == ["stopped kubelet", "deleted %s" % checkpoint, "started kubelet"]
+    assert systemctl_calls(node)[-2:] == ["stop kubelet", "start kubelet"]
+    # The kubelet wrote a new checkpoint for its new policy when it started.
+    assert node.policy_in("cpu_manager_state") == "static"
 
 
 def test_a_kubelet_refusing_its_checkpoint_fails_though_it_answered_ok(capsys, node):
@@ -66,20 +95,18 @@ def test_a_kubelet_refusing_its_checkpoint_fails_though_it_answered_ok(capsys, n
     unit(node, main_runtime_sec=1.5)
     node.checkpoint("cpu_manager_state", "none")
     node.config.write_text(CONFIG + "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n")
-    assert node.run(FAKE_BIN + "/systemctl", "start", "kubelet").returncode == 0
     result = run(capsys, node, stable_intervals=2, startup_seconds=2)
-    assert result["failed"] is True
-    assert "kubelet.service answered /healthz but did not stay up: over 3s its NRestarts went from" in result["msg"]
+    assert result["failed"] is True and result["actions"] == ["restarted kubelet"]
+    assert "kubelet answered /healthz but did not stay up: over 3s its NRestarts went from" in result["msg"]
     assert result["restarts_after"] > result["restarts_before"]
 
 
 def test_a_config_that_never_loads_fails_with_what_healthz_said(capsys, node):
     unit(node, main_runtime_sec=5)
     node.config.write_text("kind: Pod\n")
-    assert node.run(FAKE_BIN + "/systemctl", "start", "kubelet").returncode == 0
     result = run(capsys, node, retries=2, delay=0.2)
-    assert result["failed"] is True
-    assert result["msg"].startswith("kubelet.service did not answer ok at http://127.0.0.1:")
+    assert result["failed"] is True and result["changed"] is True
+    assert result["msg"].startswith("kubelet did not answer ok at http://127.0.0.1:")
     assert "in 3 tries" in result["msg"] and "its last answer: HTTP 503: " in result["msg"]
     assert result["status"] == 503 and "failed to load kubelet config file" in result["content"]
     assert "restarts_before" not in result
@@ -92,6 +119,30 @@ def test_nothing_listening_is_no_answer(capsys, node):
     assert "its last answer: no answer (" in result["msg"]
 
 
-def test_negative_settings_are_refused_before_anything_is_asked(capsys, node):
+def test_check_mode_says_what_it_would_do_and_does_nothing(capsys, node):
+    unit(node, main_runtime_sec=60)
+    node.checkpoint("cpu_manager_state", "none")
+    checkpoint = node.root / "cpu_manager_state"
+    result = run(capsys, node, check_mode=True, reset_checkpoints=[str(checkpoint), str(node.root / "absent")])
+    assert result["changed"] is True
+    assert result["actions"] == ["would stop kubelet", "would delete %s" % checkpoint, "would start kubelet"]
+    assert systemctl_calls(node) == [] and checkpoint.exists()
+
+
+@pytest.mark.parametrize("bad", ["directory", "relative", "dotdot"])
+def test_a_checkpoint_path_that_is_not_a_file_is_refused_before_the_kubelet_is_stopped(capsys, node, bad):
+    unit(node, main_runtime_sec=60)
+    start(node)
+    before = systemctl_calls(node)
+    path = {"directory": str(node.root), "relative": "cpu_manager_state",
+            "dotdot": str(node.root / ".." / "cpu_manager_state")}[bad]
+    result = run(capsys, node, reset_checkpoints=[path])
+    assert result["failed"] is True and result["actions"] == []
+    assert result["msg"].startswith("reset_checkpoints: ")
+    assert systemctl_calls(node) == before and node.root.is_dir()
+
+
+def test_negative_settings_are_refused_before_anything_is_done(capsys, node):
     result = run(capsys, node, retries=-1)
     assert result["failed"] is True and result["msg"] == "retries must not be negative, got -1"
+    assert systemctl_calls(node) == []

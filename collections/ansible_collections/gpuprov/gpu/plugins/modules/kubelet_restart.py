@@ -10,25 +10,28 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: kubelet_restart
-short_description: Wait until a restarted kubelet answers /healthz and stays up
+short_description: Restart the kubelet, with fresh resource-manager checkpoints when asked, and check that it stays up
 version_added: "0.2.0"
 description:
-  - Asks the kubelet's /healthz until it answers C(ok), then watches its systemd unit for
+  - With O(reset_checkpoints), stops the kubelet's unit, deletes those checkpoint files and starts
+    the unit again (the kubelet refuses a CPU or memory manager checkpoint that contradicts its
+    new config, and a running kubelet rewrites its checkpoints, so they go while it is stopped);
+    without, restarts the unit.
+  - Then asks the kubelet's /healthz until it answers C(ok), watches the unit for
     O(stable_intervals) restart intervals (the unit's C(RestartSec=)) plus O(startup_seconds),
-    then fails unless the unit is still active with the same restart count (C(NRestarts)) and
-    /healthz still answers C(ok).
-  - /healthz answers C(ok) before the kubelet's container manager has started, so a kubelet
-    that refuses its CPU or memory manager checkpoint answers C(ok) for a few seconds of every
-    run of its crash loop; one answer proves nothing.
-  - Read-only; the checks a role would make with M(ansible.builtin.uri), two
-    C(systemctl show) runs and M(ansible.builtin.wait_for), in one module run on the node.
+    and fails unless the unit is still active with the same restart count (C(NRestarts)) and
+    /healthz still answers C(ok). /healthz answers C(ok) before the kubelet's container manager
+    has started, so a kubelet that refuses its checkpoint answers C(ok) for a few seconds of
+    every run of its crash loop; one answer proves nothing.
+  - Every path of O(reset_checkpoints) is checked before the unit is stopped. A failure says
+    what was done before it (RV(actions)), so that the caller can put the old config back.
 author: gpuprov maintainers (@gpuprov)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
-    details: Read-only; it watches the kubelet in check mode too.
+    details: Checks the paths and reports what it would do; stops, deletes, starts and watches nothing.
   diff_mode:
     support: none
   platform:
@@ -38,6 +41,14 @@ options:
     description: The kubelet's systemd unit.
     type: str
     default: kubelet.service
+  reset_checkpoints:
+    description:
+      - Absolute paths of the checkpoint files to delete with the kubelet stopped (for example
+        C(/var/lib/kubelet/cpu_manager_state)); a missing one is fine, a directory is refused.
+      - Empty, the unit is restarted and no file is touched.
+    type: list
+    elements: path
+    default: []
   healthz_url:
     description: The kubelet's /healthz (C(healthzBindAddress) and C(healthzPort) of its config), asked without a proxy.
     type: str
@@ -67,15 +78,24 @@ requirements:
 """
 
 EXAMPLES = r"""
-- name: Check that the kubelet came up and stays up
+- name: Restart the kubelet with a fresh CPU manager checkpoint and check that it stays up
   gpuprov.gpu.kubelet_restart:
-    service: kubelet.service
+    service: kubelet
+    reset_checkpoints: [/var/lib/kubelet/cpu_manager_state]
     healthz_url: http://127.0.0.1:10248/healthz
-    retries: 30
-    delay: 2
 """
 
 RETURN = r"""
+actions:
+  description: What was done to the unit and the files, in order (check mode - what would be done); on a failure, what was done before it.
+  returned: always
+  type: list
+  elements: str
+  sample: [stopped kubelet, deleted /var/lib/kubelet/cpu_manager_state, started kubelet]
+summary:
+  description: RV(actions) in one line.
+  returned: always
+  type: str
 healthz_tries:
   description: How many /healthz requests it took to get C(ok).
   returned: success
@@ -110,6 +130,9 @@ content:
   type: str
 """
 
+import errno
+import os
+import stat
 import time
 from urllib.error import HTTPError
 
@@ -122,16 +145,14 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.health 
 )
 
 
-def _reader(module):
-    systemctl = module.get_bin_path("systemctl", required=True)
-
-    def show(service, props):
-        rc, out, err = module.run_command([systemctl, "show", service, "--property=" + ",".join(props)])
+def _systemctl(module, systemctl):
+    def run(verb, service, *options):
+        rc, out, err = module.run_command([systemctl, verb, service] + list(options))
         if rc != 0:
-            raise KubeletHealthError("systemctl show %s exited %d: %s" % (service, rc, (err or out).strip()))
+            raise KubeletHealthError("systemctl %s %s exited %d: %s" % (verb, service, rc, (err or out).strip()))
         return out
 
-    return show
+    return run
 
 
 def _getter(timeout):
@@ -147,10 +168,46 @@ def _getter(timeout):
     return get
 
 
+def _checkpoint_problem(path):
+    """Why PATH cannot be deleted as a checkpoint file, or None (a missing file is fine)."""
+    if not path.startswith("/") or os.path.normpath(path) != path or "\0" in path:
+        return "reset_checkpoints: %r is not a normal absolute path" % (path,)
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        return "reset_checkpoints: cannot look at %s: %s" % (path, exc.strerror)
+    if stat.S_ISDIR(info.st_mode):
+        return "reset_checkpoints: %s is a directory, not a checkpoint file; refusing to delete it" % path
+    return None
+
+
+def restart(systemctl, service, checkpoints, actions):
+    """Stop, delete the CHECKPOINTS, start; or restart without them. ACTIONS grows as it goes."""
+    if not checkpoints:
+        systemctl("restart", service)
+        actions.append("restarted %s" % service)
+        return
+    systemctl("stop", service)
+    actions.append("stopped %s" % service)
+    for path in checkpoints:
+        try:
+            os.unlink(path)  # a link in the checkpoint's place goes, its target stays
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise KubeletHealthError("cannot delete %s: %s (%s is stopped)" % (path, exc.strerror, service))
+            continue
+        actions.append("deleted %s" % path)
+    systemctl("start", service)
+    actions.append("started %s" % service)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             service=dict(type="str", default="kubelet.service"),
+            reset_checkpoints=dict(type="list", elements="path", default=[]),
             healthz_url=dict(type="str", required=True),
             retries=dict(type="int", default=30),
             delay=dict(type="float", default=2),
@@ -163,16 +220,32 @@ def main():
     params = module.params
     for name in ("retries", "delay", "stable_intervals", "startup_seconds"):
         if params[name] < 0:
-            module.fail_json(msg="%s must not be negative, got %s" % (name, params[name]))
+            module.fail_json(msg="%s must not be negative, got %s" % (name, params[name]), actions=[])
     if params["timeout"] <= 0:
-        module.fail_json(msg="timeout must be positive, got %s" % params["timeout"])
-    watch = HealthWatch(params["service"], params["healthz_url"], _reader(module), _getter(params["timeout"]),
-                        time.sleep, time.monotonic)
+        module.fail_json(msg="timeout must be positive, got %s" % params["timeout"], actions=[])
+    service, checkpoints = params["service"], params["reset_checkpoints"]
+    if not service or service.startswith("-") or "/" in service:
+        module.fail_json(msg="service: %r is not a unit name" % service, actions=[])
+    problems = [problem for problem in (_checkpoint_problem(path) for path in checkpoints) if problem]
+    if problems:
+        module.fail_json(msg="; ".join(problems), actions=[])
+
+    if module.check_mode:
+        planned = (["would stop %s" % service] + ["would delete %s" % path for path in checkpoints if os.path.lexists(path)]
+                   + ["would start %s" % service]) if checkpoints else ["would restart %s" % service]
+        module.exit_json(changed=True, actions=planned, summary=", ".join(planned))
+
+    systemctl = _systemctl(module, module.get_bin_path("systemctl", required=True))
+    watch = HealthWatch(service, params["healthz_url"],
+                        lambda unit, props: systemctl("show", unit, "--property=" + ",".join(props)),
+                        _getter(params["timeout"]), time.sleep, time.monotonic)
+    actions = []
     try:
+        restart(systemctl, service, checkpoints, actions)
         facts = watch.run(params["retries"], params["delay"], params["stable_intervals"], params["startup_seconds"])
     except KubeletHealthError as exc:
-        module.fail_json(msg=str(exc), **exc.result)
-    module.exit_json(changed=False, **facts)
+        module.fail_json(msg=str(exc), changed=bool(actions), actions=actions, summary=", ".join(actions), **exc.result)
+    module.exit_json(changed=True, actions=actions, summary=", ".join(actions), **facts)
 
 
 if __name__ == "__main__":
