@@ -12,6 +12,8 @@ nitpick_ignore = [
     ("std:ref", "common_return_values"),
     ("std:ref", "ansible_configuration_settings"),
     ("std:ref", "ansible_collections.ansible.builtin.copy_module"),
+    ("std:ref", "ansible_collections.ansible.builtin.file_module"),
+    ("std:ref", "ansible_collections.ansible.builtin.template_module"),
     ("std:ref", "ansible_collections.kubernetes.core.k8s_module"),
     ("std:ref", "ansible_collections.kubernetes.core.k8s_module__parameter-state"),
     # The callback's options come from ansible.builtin's default-callback doc fragment.
