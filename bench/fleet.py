@@ -369,8 +369,9 @@ def phase_table(title, data, size, top=8):
     for play in data["plays"]:
         for task in play["tasks"]:
             tasks.append(task)
-    waits = sum(task.get("wall_s", 0.0) for task in tasks
-                if task["action"] in WAIT_ACTIONS or WAIT_NAME.search(task["name"]))
+    # A waiting task counts whole; a module that also does other work counts its reported watch.
+    waits = sum(task.get("wall_s", 0.0) if task["action"] in WAIT_ACTIONS or WAIT_NAME.search(task["name"])
+                else min(task.get("waited_s", 0.0), task.get("wall_s", 0.0)) for task in tasks)
     module = 0.0
     for task in tasks:
         workers = list(task["hosts"].values())

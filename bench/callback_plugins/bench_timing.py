@@ -11,7 +11,9 @@ ANSIBLE_CALLBACKS_ENABLED=bench_timing); writes JSON to $BENCH_TIMING_FILE at th
     plays        per play: its tasks, each with wall time (task start to the next task
                  start, or the play's end), hosts per status, and per host the worker time
                  (v2_runner_on_start to the result: fork, templating, the connection and the
-                 module running on the node; for action plugins, their controller-side work)
+                 module running on the node; for action plugins, their controller-side work),
+                 and waited_s, the longest watch a host's module reported sleeping through
+                 (stable_seconds), when one did
     end_s        the last play's last result to the stats (the play's end, the summary)
 
 A task whose worker time is small against its wall time spends its time in the controller's
@@ -97,6 +99,11 @@ class CallbackModule(CallbackBase):
             self._task["status"][status] = self._task["status"].get(status, 0) + 1
             if started is not None:
                 self._task["hosts"][host] = now - started
+            # A module that sleeps on the node for a watch a real node needs says how long
+            # (gpuprov.gpu.kubelet_restart: stable_seconds).
+            waited = result._result.get("stable_seconds")
+            if isinstance(waited, (int, float)) and not isinstance(waited, bool):
+                self._task["waited_s"] = max(self._task.get("waited_s", 0.0), float(waited))
 
     def v2_runner_on_ok(self, result):
         self._result(result, "changed" if result._result.get("changed") else "ok")
