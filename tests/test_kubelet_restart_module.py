@@ -129,13 +129,14 @@ def test_check_mode_says_what_it_would_do_and_does_nothing(capsys, node):
     assert systemctl_calls(node) == [] and checkpoint.exists()
 
 
-@pytest.mark.parametrize("bad", ["directory", "relative", "dotdot"])
+@pytest.mark.parametrize("bad", ["directory", "relative", "dotdot", "doubled"])
 def test_a_checkpoint_path_that_is_not_a_file_is_refused_before_the_kubelet_is_stopped(capsys, node, bad):
     unit(node, main_runtime_sec=60)
     start(node)
     before = systemctl_calls(node)
     path = {"directory": str(node.root), "relative": "cpu_manager_state",
-            "dotdot": str(node.root / ".." / "cpu_manager_state")}[bad]
+            "dotdot": str(node.root / ".." / "cpu_manager_state"),
+            "doubled": "/" + str(node.root / "cpu_manager_state")}[bad]
     result = run(capsys, node, reset_checkpoints=[path])
     assert result["failed"] is True and result["actions"] == []
     assert result["msg"].startswith("reset_checkpoints: ")

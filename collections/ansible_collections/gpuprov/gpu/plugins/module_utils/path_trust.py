@@ -27,6 +27,13 @@ import stat
 MAX_LINKS = 40
 
 
+def is_normal_absolute(path):
+    """PATH is an absolute, normal path: no '.' or '..' component, no doubled or trailing '/'
+    (POSIX keeps a leading '//', which may mean something else), no NUL."""
+    return (isinstance(path, str) and path.startswith("/") and not path.startswith("//")
+            and "\0" not in path and os.path.normpath(path) == path)
+
+
 def _writable_by_others(info):
     """Other users can create entries: write for everyone, or for a group that is neither
     root's nor this user's own (a umask of 002 leaves a user's folders group-writable)."""

@@ -155,6 +155,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import is_normal_absolute
+
 
 class FileSetError(Exception):
     pass
@@ -194,7 +196,7 @@ def _check_path(path, what):
     """PATH must be absolute and normal: no '.', '..', doubled or trailing '/', no NUL."""
     if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
         raise FileSetError("%s %r: an absolute path is needed" % (what, path))
-    if os.path.normpath(path) != path or path.startswith("//") or (what == "file" and path == "/"):
+    if not is_normal_absolute(path) or (what == "file" and path == "/"):
         raise FileSetError("%s %r: a normal absolute path is needed (no '.', '..', doubled or trailing '/')" % (what, path))
 
 

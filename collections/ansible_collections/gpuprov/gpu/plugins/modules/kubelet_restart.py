@@ -143,6 +143,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.health 
     HealthWatch,
     KubeletHealthError,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import is_normal_absolute
 
 
 def _systemctl(module, systemctl):
@@ -170,7 +171,7 @@ def _getter(timeout):
 
 def _checkpoint_problem(path):
     """Why PATH cannot be deleted as a checkpoint file, or None (a missing file is fine)."""
-    if not path.startswith("/") or os.path.normpath(path) != path or "\0" in path:
+    if not is_normal_absolute(path):
         return "reset_checkpoints: %r is not a normal absolute path" % (path,)
     try:
         info = os.lstat(path)
