@@ -25,28 +25,15 @@ import os
 import stat
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import (
-    DEFAULT_CONFIG_PATH,
     KubeletConfigError,
     KubeletSettings,
     plan_change,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import flag_conflicts, read_launch
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import config_target, read_launch
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import Nvml, NvmlError
 
 # The restore's state file is a small JSON document; anything larger is not ours.
 MAX_STATE_TEXT = 1024 * 1024
-
-
-# The kubelet keys of the settings, as roles/kubelet_topology/tasks/main.yml names them to
-# kubelet_launch (flags that set one of them override the config file).
-MANAGED_KEYS = {
-    "cpu_manager_policy": "cpuManagerPolicy", "cpu_manager_policy_options": "cpuManagerPolicyOptions",
-    "cpu_manager_reconcile_period": "cpuManagerReconcilePeriod", "topology_manager_policy": "topologyManagerPolicy",
-    "topology_manager_scope": "topologyManagerScope", "topology_manager_policy_options": "topologyManagerPolicyOptions",
-    "reserved_system_cpus": "reservedSystemCPUs", "kube_reserved_cpu": "kubeReserved.cpu",
-    "system_reserved_cpu": "systemReserved.cpu", "memory_manager_policy": "memoryManagerPolicy",
-    "reserved_memory": "reservedMemory",
-}
 
 
 def read_kubelet(path, settings, sysfs_root, service="kubelet.service", root="/", config_dir=None):
@@ -60,18 +47,15 @@ def read_kubelet(path, settings, sysfs_root, service="kubelet.service", root="/"
         launch = read_launch(service, root=root)
     except (IOError, OSError, ValueError) as exc:
         return {"changed_keys": [], "error": "cannot read how %s starts the kubelet: %s" % (service, exc)}
-    conflicts = flag_conflicts(launch, [MANAGED_KEYS[field] for field in settings if field in MANAGED_KEYS])
-    if conflicts:
-        return {"changed_keys": [], "error": "another layer overrides keys gpuprov manages: %s" % "; ".join(conflicts)}
-    if path is None:
-        path = launch["config"] or DEFAULT_CONFIG_PATH
-    elif launch["found"] and launch["config"] and launch["config"] != path:
-        return {"changed_keys": [], "error": "the kubelet runs with --config=%s, not %s" % (launch["config"], path)}
+    try:
+        path, config_dir = config_target(launch, settings, path, config_dir)
+    except KubeletConfigError as exc:
+        return {"changed_keys": [], "error": str(exc)}
     if os.path.isdir(path):
         return {"changed_keys": [], "error": "path %s is a directory; give the kubelet config file" % path}
     try:
         plan = plan_change(path, KubeletSettings(**settings), sysfs_root=sysfs_root,
-                           config_dir=config_dir or launch["config_dir"])
+                           config_dir=config_dir)
     except KubeletConfigError as exc:
         return {"changed_keys": [], "error": str(exc)}
     except TypeError as exc:  # a setting KubeletSettings does not know

@@ -87,8 +87,28 @@ options:
     description:
       - The kubelet config file (C(--config)). It must exist; this module does not create a
         config from nothing.
+      - Unset, the C(--config) of O(service) when it is set and its unit names one, else
+        C(/var/lib/kubelet/config.yaml).
     type: path
-    default: /var/lib/kubelet/config.yaml
+  service:
+    description:
+      - The kubelet's systemd unit (V(kubelet) or V(kubelet.service)). With it the module
+        first reads how the unit starts the kubelet, as M(gpuprov.gpu.kubelet_launch) does (the
+        unit file, its drop-ins and environment files), and fails, naming the file, when a flag
+        there overrides a managed key (flags win over the config file), or when O(path) is not
+        the unit's C(--config) (editing it would change nothing).
+      - O(path), O(config_dir) and O(kubelet_version) left unset then come from the unit's
+        C(--config), C(--config-dir) and C(kubelet --version); RV(launch) says what was found.
+      - Unset, the unit is not read.
+    type: str
+    version_added: "0.2.0"
+  launch_root:
+    description:
+      - The root the unit's files and the kubelet binary are looked up under with O(service)
+        (a node image mounted elsewhere); the paths the unit names are taken under it too.
+    type: path
+    default: /
+    version_added: "0.2.0"
   config_dir:
     description:
       - The kubelet's C(--config-dir). With it the managed keys are written to
@@ -245,6 +265,32 @@ path:
   returned: always
   type: str
   sample: /var/lib/kubelet/config.yaml
+config_file:
+  description: The kubelet's main config file this run read (O(path), or the unit's C(--config)).
+  returned: always
+  type: str
+  sample: /var/lib/kubelet/config.yaml
+  version_added: "0.2.0"
+config_dir:
+  description: The drop-in directory this run merged (O(config_dir), or the unit's C(--config-dir)); null when none.
+  returned: always
+  type: str
+  sample: /etc/kubernetes/kubelet.conf.d
+  version_added: "0.2.0"
+kubelet_version:
+  description: The kubelet version the options were checked against (O(kubelet_version), or the unit's kubelet); null when none.
+  returned: always
+  type: str
+  sample: v1.31.2
+  version_added: "0.2.0"
+launch:
+  description:
+    - How O(service) starts the kubelet, as M(gpuprov.gpu.kubelet_launch) returns it; null without O(service).
+  returned: always
+  type: dict
+  sample: {found: true, config: /var/lib/kubelet/config.yaml, config_dir: null, manager: kubeadm,
+           flags: [], layers: [/usr/lib/systemd/system/kubelet.service], kubelet_version: v1.31.2}
+  version_added: "0.2.0"
 created:
   description: This run created RV(path) (a new drop-in); undoing the change removes it.
   returned: always
@@ -348,7 +394,11 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import 
     write_file_atomic,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import (
+    config_target,
+    kubelet_version,
     kubespray_advice,
+    read_launch,
+    unit_name,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.versions import (
     parse_kubelet_version,
@@ -358,7 +408,9 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import plan
 
 def argument_spec():
     return dict(
-        path=dict(type="path", default=DEFAULT_CONFIG_PATH),
+        path=dict(type="path"),
+        service=dict(type="str"),
+        launch_root=dict(type="path", default="/"),
         config_dir=dict(type="path"),
         drop_in=dict(type="bool"),
         kubelet_version=dict(type="str"),
@@ -384,30 +436,63 @@ def argument_spec():
     )
 
 
+def target(module):
+    """(config file, drop-in directory, kubelet version text, launch) this run works on.
+
+    With ``service``, read from how the unit starts the kubelet where the options leave them
+    unset (failing on a flag that overrides a managed key, or a ``path`` the kubelet does not
+    read); ``launch`` is then kubelet_launch's answer, else None.
+    """
+    params = module.params
+    path, config_dir, version_text = params["path"], params["config_dir"], params["kubelet_version"]
+    if params["service"] is None:
+        return path or DEFAULT_CONFIG_PATH, config_dir, version_text, None
+    try:
+        service = unit_name(params["service"])
+    except ValueError as exc:
+        module.fail_json(msg="service: %s" % exc)
+    try:
+        found = read_launch(service, root=params["launch_root"])
+    except (IOError, OSError, ValueError) as exc:
+        module.fail_json(msg="cannot read how %s starts the kubelet: %s" % (service, exc))
+    launch = dict((key, found[key]) for key in ("found", "config", "config_dir", "manager", "flags", "layers"))
+    launch["kubelet_version"] = kubelet_version(found["binary"], params["launch_root"], module.run_command)
+    fields = [field for field in KubeletSettings.FIELDS if params.get(field) is not None]
+    try:
+        path, config_dir = config_target(found, fields, path, config_dir)
+    except KubeletConfigError as exc:
+        module.fail_json(msg=str(exc), errors=exc.errors, launch=launch)
+    return path, config_dir, version_text or launch["kubelet_version"], launch
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR)
 
-    path = module.params["path"]
+    path, config_dir, version_text, launch = target(module)
     version = None
-    if module.params["kubelet_version"]:
+    if version_text:
         try:
-            version = parse_kubelet_version(module.params["kubelet_version"])
+            version = parse_kubelet_version(version_text)
         except ValueError as exc:
-            module.fail_json(msg="kubelet_version: %s" % exc)
+            module.fail_json(msg="kubelet_version: %s" % exc, launch=launch)
 
     settings = KubeletSettings.from_params(module.params)
     try:
         plan = plan_change(path, settings, sysfs_root=module.params["sysfs_root"],
-                           config_dir=module.params["config_dir"],
+                           config_dir=config_dir,
                            drop_in=module.params["drop_in"], kubelet_version=version)
     except KubeletConfigError as exc:
-        module.fail_json(msg=str(exc), errors=exc.errors)
+        module.fail_json(msg=str(exc), errors=exc.errors, launch=launch)
 
     result = dict(
         changed=plan.changed,
         path=plan.path,
+        config_file=path,
+        config_dir=config_dir,
+        kubelet_version=version_text,
+        launch=launch,
         created=plan.created and plan.changed,
         kubeadm_patch=plan.kubeadm_patch(),
         kubespray_variables=kubespray_advice(plan.managed),

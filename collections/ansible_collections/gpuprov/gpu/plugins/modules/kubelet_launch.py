@@ -108,13 +108,13 @@ conflicts:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import (
     flag_conflicts,
+    kubelet_version,
     read_launch,
+    unit_name,
 )
 
 
@@ -128,25 +128,18 @@ def main():
         ),
         supports_check_mode=True,
     )
-    service = module.params["service"]
-    if "/" in service or not service:
-        module.fail_json(msg="service: %r is not a unit name" % service)
-    if "." not in service:
-        service += ".service"
+    try:
+        service = unit_name(module.params["service"])
+    except ValueError as exc:
+        module.fail_json(msg="service: %s" % exc)
     try:
         launch = read_launch(service, root=module.params["root"])
     except (IOError, OSError, ValueError) as exc:
         module.fail_json(msg="cannot read how %s starts the kubelet: %s" % (service, exc))
 
     version = None
-    binary = launch["binary"]
-    if module.params["read_version"] and binary:
-        path = binary if module.params["root"] in ("/", "") else os.path.join(
-            module.params["root"], binary.lstrip("/"))
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            rc, out, _err = module.run_command([path, "--version"])
-            if rc == 0 and out.strip():
-                version = out.strip().split()[-1]
+    if module.params["read_version"]:
+        version = kubelet_version(launch["binary"], module.params["root"], module.run_command)
 
     result = dict(changed=False, found=launch["found"], config=launch["config"],
                   config_dir=launch["config_dir"], manager=launch["manager"],

@@ -143,6 +143,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.health 
     HealthWatch,
     KubeletHealthError,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import unit_name
 from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import is_normal_absolute
 
 
@@ -225,8 +226,10 @@ def main():
     if params["timeout"] <= 0:
         module.fail_json(msg="timeout must be positive, got %s" % params["timeout"], actions=[])
     service, checkpoints = params["service"], params["reset_checkpoints"]
-    if not service or service.startswith("-") or "/" in service:
-        module.fail_json(msg="service: %r is not a unit name" % service, actions=[])
+    try:
+        unit_name(service)
+    except ValueError as exc:
+        module.fail_json(msg="service: %s" % exc, actions=[])
     problems = [problem for problem in (_checkpoint_problem(path) for path in checkpoints) if problem]
     if problems:
         module.fail_json(msg="; ".join(problems), actions=[])

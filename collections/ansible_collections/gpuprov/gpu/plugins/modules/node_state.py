@@ -184,6 +184,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.gpu_info import gather
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import HAS_YAML
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import unit_name
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import (
     DEFAULT_LOG_DIRECTORY,
     DEFAULT_PIPE_DIRECTORY,
@@ -239,11 +240,11 @@ def main():
     kubelet = params["kubelet"]
     if kubelet is not None:
         if HAS_YAML:
-            service = kubelet["service"]
-            if "/" in service or not service:
-                module.fail_json(msg="kubelet.service: %r is not a unit name" % service)
-            result["kubelet"] = read_kubelet(kubelet["path"], kubelet["settings"], params["sysfs_root"],
-                                             service if "." in service else service + ".service",
+            try:
+                service = unit_name(kubelet["service"])
+            except ValueError as exc:
+                module.fail_json(msg="kubelet.service: %s" % exc)
+            result["kubelet"] = read_kubelet(kubelet["path"], kubelet["settings"], params["sysfs_root"], service,
                                              config_dir=kubelet["config_dir"])
         else:
             result["kubelet"] = {"changed_keys": [], "error": "PyYAML is not installed on the node"}

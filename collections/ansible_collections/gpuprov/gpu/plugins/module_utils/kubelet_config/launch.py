@@ -26,6 +26,9 @@ import os
 import re
 import shlex
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.errors import KubeletConfigError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.fields import DEFAULT_CONFIG_PATH
+
 # systemd's system unit search path, most specific first (systemd.unit(5)).
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
              "/usr/lib/systemd/system", "/lib/systemd/system")
@@ -293,3 +296,62 @@ def flag_conflicts(launch, managed_keys):
                              "win over the config file); remove the flag there"
                              % (entry["layer"], shown, reason))
     return conflicts
+
+
+# The kubelet key each setting writes (KubeletSettings field -> dotted KubeletConfiguration key),
+# for flag_conflicts: a flag that sets one of them overrides the config file.
+MANAGED_KEYS = {
+    "cpu_manager_policy": "cpuManagerPolicy", "cpu_manager_policy_options": "cpuManagerPolicyOptions",
+    "cpu_manager_reconcile_period": "cpuManagerReconcilePeriod", "topology_manager_policy": "topologyManagerPolicy",
+    "topology_manager_scope": "topologyManagerScope", "topology_manager_policy_options": "topologyManagerPolicyOptions",
+    "reserved_system_cpus": "reservedSystemCPUs", "kube_reserved_cpu": "kubeReserved.cpu",
+    "system_reserved_cpu": "systemReserved.cpu", "memory_manager_policy": "memoryManagerPolicy",
+    "reserved_memory": "reservedMemory",
+}
+
+
+def unit_name(service):
+    """``service`` as a systemd unit name ("kubelet" -> "kubelet.service").
+
+    Raises ValueError for an empty name, one with a "/" (a path, not a name) or one starting
+    with "-" (systemctl would read it as an option).
+    """
+    if not service or service.startswith("-") or "/" in service:
+        raise ValueError("%r is not a unit name" % (service,))
+    return service if "." in service else service + ".service"
+
+
+def kubelet_version(binary, root, run_command):
+    """The version ``binary --version`` prints ("v1.31.2"), or None when it cannot be run.
+
+    :arg run_command: ``argv -> (rc, stdout, stderr)``, as AnsibleModule.run_command.
+    """
+    if not binary:
+        return None
+    path = binary if root in ("/", "") else os.path.join(root, binary.lstrip("/"))
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return None
+    rc, out, _err = run_command([path, "--version"])
+    if rc != 0 or not out.strip():
+        return None
+    return out.strip().split()[-1]
+
+
+def config_target(launch, fields, path=None, config_dir=None):
+    """(config file, drop-in directory) the kubelet started as ``launch`` reads for these settings.
+
+    ``path`` and ``config_dir`` given by the user win where the unit names none; a ``path``
+    that differs from the unit's ``--config`` is refused, since editing it would change
+    nothing. Raises KubeletConfigError when a flag overrides a key of ``fields`` (the
+    KubeletSettings fields that are set), naming the file that sets it.
+    """
+    conflicts = flag_conflicts(launch, [MANAGED_KEYS[field] for field in fields if field in MANAGED_KEYS])
+    if conflicts:
+        raise KubeletConfigError("another layer overrides keys gpuprov manages: %s" % "; ".join(conflicts),
+                                 errors=conflicts)
+    if path is None:
+        path = launch["config"] or DEFAULT_CONFIG_PATH
+    elif launch["found"] and launch["config"] and launch["config"] != path:
+        raise KubeletConfigError("the kubelet runs with --config=%s (%s), not %s; editing that file would change "
+                                 "nothing" % (launch["config"], ", ".join(launch["layers"]), path))
+    return path, config_dir or launch["config_dir"]

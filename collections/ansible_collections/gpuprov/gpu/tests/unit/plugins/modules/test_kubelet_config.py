@@ -427,3 +427,108 @@ def test_topology_policy_on_more_than_8_numa_nodes(capsys, tmp_path):
     raised = run(capsys, node, topology_manager_policy_options={"max-allowable-numa-nodes": 9},
                  **NUMA_ARGS)
     assert raised["changed"] is True
+
+
+# With ``service`` the module reads the unit first, as kubelet_launch does (one module run for
+# the kubelet_topology role instead of two).
+def unit_root(tmp_path, exec_start, env_file=None, binary_version=None, name="root"):
+    """A node root with a kubelet unit; the kubelet binary answers --version when given one."""
+    root = tmp_path / name if name else tmp_path
+    unit = root / "etc" / "systemd" / "system" / "kubelet.service"
+    unit.parent.mkdir(parents=True)
+    lines = ["[Service]"]
+    if env_file is not None:
+        lines.append("EnvironmentFile=-/etc/default/kubelet")
+        (root / "etc" / "default").mkdir(parents=True)
+        (root / "etc" / "default" / "kubelet").write_text(env_file)
+    lines.append("ExecStart=" + exec_start)
+    unit.write_text("\n".join(lines) + "\n")
+    if binary_version is not None:
+        binary = root / "usr" / "bin" / "kubelet"
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\necho 'Kubernetes %s'\n" % binary_version)
+        binary.chmod(0o755)
+    return root
+
+
+def run_with_unit(capsys, node, root, **args):
+    params = {"service": "kubelet", "launch_root": str(root), "sysfs_root": node.sysfs}
+    params.update(NUMA_ARGS)
+    params.update(args)
+    with patch_module_args(params):
+        with pytest.raises(SystemExit):
+            kubelet_config.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_service_gives_the_config_file_the_drop_ins_and_the_version(capsys, node, tmp_path):
+    root = unit_root(tmp_path, "/usr/bin/kubelet --config=/kubelet.yaml --config-dir=/conf.d",
+                     binary_version="v1.31.2")
+    (root / "kubelet.yaml").write_text(node.original)
+    (root / "conf.d").mkdir()
+    result = run_with_unit(capsys, node, root, _ansible_check_mode=True)
+    assert result.get("failed") is None, result
+    assert result["config_file"] == str(root / "kubelet.yaml")
+    assert result["config_dir"] == str(root / "conf.d")
+    # Drop-in mode follows --config-dir: the managed keys would go to 50-gpuprov.conf there.
+    assert result["path"] == str(root / "conf.d" / "50-gpuprov.conf") and result["changed"] is True
+    assert result["kubelet_version"] == "v1.31.2"
+    assert result["launch"]["found"] is True and result["launch"]["kubelet_version"] == "v1.31.2"
+    assert result["launch"]["layers"] == [str(root / "etc" / "systemd" / "system" / "kubelet.service")]
+    assert not os.path.exists(str(root / "conf.d" / "50-gpuprov.conf"))  # check mode
+
+
+def test_service_refuses_a_flag_that_overrides_a_managed_key_naming_the_file(capsys, node, tmp_path):
+    root = unit_root(tmp_path, "/usr/bin/kubelet $KUBELET_EXTRA_ARGS --config=/kubelet/config.yaml",
+                     env_file='KUBELET_EXTRA_ARGS="--cpu-manager-policy=none"\n', name=None)
+    result = run_with_unit(capsys, node, root)
+    assert result["failed"] is True
+    assert result["msg"].startswith("another layer overrides keys gpuprov manages: ")
+    assert "%s: --cpu-manager-policy=none overrides cpuManagerPolicy" % (root / "etc" / "default" / "kubelet") \
+        in result["msg"]
+    assert result["errors"] and result["launch"]["flags"][0]["flag"] == "--cpu-manager-policy"
+    assert node.text() == node.original
+
+
+def test_service_refuses_a_path_the_kubelet_does_not_read(capsys, node, tmp_path):
+    root = unit_root(tmp_path, "/usr/bin/kubelet --config=/etc/kubernetes/kubelet.yaml")
+    result = run_with_unit(capsys, node, root, path=node.config)
+    assert result["failed"] is True
+    assert result["msg"] == ("the kubelet runs with --config=%s (%s), not %s; editing that file would change nothing"
+                             % (root / "etc" / "kubernetes" / "kubelet.yaml",
+                                root / "etc" / "systemd" / "system" / "kubelet.service", node.config))
+    assert node.text() == node.original
+
+
+def test_service_with_the_same_path_and_an_unset_key_flag_writes(capsys, node, tmp_path):
+    # A flag for a key this run does not manage is no conflict; the user's version wins.
+    # The unit's paths are taken under launch_root: /kubelet/config.yaml is the node's config.
+    root = unit_root(tmp_path, "/usr/bin/kubelet --config=/kubelet/config.yaml --eviction-hard=memory.available<5%",
+                     binary_version="v1.31.2", name=None)
+    result = run_with_unit(capsys, node, root, path=node.config, kubelet_version="1.33")
+    assert result.get("failed") is None, result
+    assert result["changed"] is True and result["path"] == node.config
+    assert result["kubelet_version"] == "1.33" and result["launch"]["kubelet_version"] == "v1.31.2"
+    assert yaml.safe_load(node.text())["cpuManagerPolicy"] == "static"
+
+
+def test_service_without_a_unit_uses_the_default_path(capsys, node, tmp_path):
+    root = tmp_path / "empty"
+    root.mkdir()
+    result = run_with_unit(capsys, node, root, _ansible_check_mode=True)
+    assert result["launch"]["found"] is False and result["launch"]["kubelet_version"] is None
+    # /var/lib/kubelet/config.yaml: not under this test's root, so it is missing.
+    assert result["failed"] is True and "/var/lib/kubelet/config.yaml" in result["msg"]
+
+
+@pytest.mark.parametrize("service", ["", "-kubelet", "../kubelet", "/etc/systemd/system/kubelet.service"])
+def test_service_that_is_not_a_unit_name_is_refused(capsys, node, tmp_path, service):
+    result = run_with_unit(capsys, node, tmp_path, service=service)
+    assert result["failed"] is True and result["msg"].startswith("service: ")
+    assert node.text() == node.original
+
+
+def test_without_service_the_unit_is_not_read(capsys, node):
+    result = run(capsys, node, check_mode=True, **NUMA_ARGS)
+    assert result["launch"] is None and result["config_file"] == node.config
+    assert result["config_dir"] is None and result["kubelet_version"] is None

@@ -231,10 +231,11 @@ def test_kubelet_read_follows_the_units_config_like_the_role(tmp_path):
 
     found = read_kubelet(None, NUMA, sysfs, root=str(root))
     assert found["error"] is None and "cpuManagerPolicy" in found["changed_keys"]
-    # A path the kubelet does not read is an error, as the role's "Refuse a config path" task.
+    # A path the kubelet does not read is an error, as kubelet_config refuses it in the role.
     other = read_kubelet("/var/lib/kubelet/config.yaml", NUMA, sysfs, root=str(root))
-    assert other["error"] == "the kubelet runs with --config=%s, not /var/lib/kubelet/config.yaml" % (
-        root / "etc" / "kubernetes" / "kubelet.yaml")
+    assert other["error"] == ("the kubelet runs with --config=%s (%s), not /var/lib/kubelet/config.yaml; editing "
+                              "that file would change nothing" % (root / "etc" / "kubernetes" / "kubelet.yaml",
+                                                                  root / "etc" / "systemd" / "system" / "kubelet.service"))
 
 
 def test_a_flag_overriding_a_managed_key_is_an_error_not_in_sync(tmp_path):
