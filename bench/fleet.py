@@ -370,15 +370,20 @@ def phase_table(title, data, size, top=8):
         for task in play["tasks"]:
             tasks.append(task)
     # A waiting task counts whole; a module that also does other work counts its reported watch.
-    waits = sum(task.get("wall_s", 0.0) if task["action"] in WAIT_ACTIONS or WAIT_NAME.search(task["name"])
-                else min(task.get("waited_s", 0.0), task.get("wall_s", 0.0)) for task in tasks)
-    # A task's workers run side by side: the mean of its hosts' worker times is the part of its
-    # wall time they account for (the sum over the fleet's size would count a wave of 5 of 24
-    # nodes at a fifth, and leave the rest to the controller).
+    # A task's workers run side by side: the mean of its hosts' worker times, less the wait in
+    # it, is the part of its wall time they account for (their sum over the fleet's size would
+    # count a wave of 5 of 24 nodes at a fifth, and leave the rest to the controller).
+    waits = 0.0
     module = 0.0
     for task in tasks:
         workers = list(task["hosts"].values())
-        module += sum(workers) / float(len(workers)) if workers else 0.0
+        mean = sum(workers) / float(len(workers)) if workers else 0.0
+        if task["action"] in WAIT_ACTIONS or WAIT_NAME.search(task["name"]):
+            waits += task.get("wall_s", 0.0)
+        else:
+            waited = min(task.get("waited_s", 0.0), task.get("wall_s", 0.0))
+            waits += waited
+            module += max(0.0, mean - waited)
     total_tasks = sum(task.get("wall_s", 0.0) for task in tasks)
     by_wall = sorted(tasks, key=lambda task: -task.get("wall_s", 0.0))
     shown = by_wall if len(tasks) <= top + 2 else by_wall[:top]
@@ -394,7 +399,7 @@ def phase_table(title, data, size, top=8):
     lines.append("  %-52s %8.2f" % ("last result -> stats (play end, summary)", data["end_s"]))
     lines.append("  %-52s %8.2f" % ("stats -> process exit", data["exit_s"]))
     lines.append("  tasks %.2f s in %d task(s) (%d host results per node), of it waits %.2f s; worker time %.2f s "
-                 "(each task's mean over its hosts: forks, SSH, the module on the node); the rest, %.2f s, is "
+                 "(each task's mean over its hosts, its wait left out: forks, SSH, the module on the node); the rest, %.2f s, is "
                  "the controller between workers"
                  % (total_tasks, len(tasks), tasks_run(data) // max(size, 1), waits, module,
                     max(0.0, total_tasks - module - waits)))
