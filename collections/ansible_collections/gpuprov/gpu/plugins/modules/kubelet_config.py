@@ -397,6 +397,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch 
     config_target,
     kubelet_version,
     kubespray_advice,
+    launch_answer,
     read_launch,
     unit_name,
 )
@@ -455,8 +456,7 @@ def target(module):
         found = read_launch(service, root=params["launch_root"])
     except (IOError, OSError, ValueError) as exc:
         module.fail_json(msg="cannot read how %s starts the kubelet: %s" % (service, exc))
-    launch = dict((key, found[key]) for key in ("found", "config", "config_dir", "manager", "flags", "layers"))
-    launch["kubelet_version"] = kubelet_version(found["binary"], params["launch_root"], module.run_command)
+    launch = launch_answer(found, kubelet_version(found["binary"], params["launch_root"], module.run_command))
     fields = [field for field in KubeletSettings.FIELDS if params.get(field) is not None]
     try:
         path, config_dir = config_target(found, fields, path, config_dir)

@@ -110,10 +110,12 @@ conflicts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.errors import KubeletConfigError
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import (
-    flag_conflicts,
     kubelet_version,
+    launch_answer,
     read_launch,
+    refuse_conflicts,
     unit_name,
 )
 
@@ -141,13 +143,11 @@ def main():
     if module.params["read_version"]:
         version = kubelet_version(launch["binary"], module.params["root"], module.run_command)
 
-    result = dict(changed=False, found=launch["found"], config=launch["config"],
-                  config_dir=launch["config_dir"], manager=launch["manager"],
-                  flags=launch["flags"], layers=launch["layers"], kubelet_version=version)
-    conflicts = flag_conflicts(launch, module.params["managed_keys"])
-    if conflicts:
-        module.fail_json(msg="another layer overrides keys gpuprov manages: %s"
-                         % "; ".join(conflicts), conflicts=conflicts, **result)
+    result = dict(launch_answer(launch, version), changed=False)
+    try:
+        refuse_conflicts(launch, module.params["managed_keys"])
+    except KubeletConfigError as exc:
+        module.fail_json(msg=str(exc), conflicts=exc.errors, **result)
     module.exit_json(**result)
 
 

@@ -310,6 +310,24 @@ MANAGED_KEYS = {
 }
 
 
+def launch_answer(launch, version):
+    """What kubelet_launch returns (and kubelet_config as ``launch``) of a read_launch result."""
+    answer = dict((key, launch[key]) for key in ("found", "config", "config_dir", "manager", "flags", "layers"))
+    answer["kubelet_version"] = version
+    return answer
+
+
+def refuse_conflicts(launch, managed_keys):
+    """Raise KubeletConfigError, one ``errors`` line per flag, when a flag overrides a managed key.
+
+    :arg managed_keys: dotted keys such as ``cpuManagerPolicy`` or ``kubeReserved.cpu``.
+    """
+    conflicts = flag_conflicts(launch, managed_keys)
+    if conflicts:
+        raise KubeletConfigError("another layer overrides keys gpuprov manages: %s" % "; ".join(conflicts),
+                                 errors=conflicts)
+
+
 def unit_name(service):
     """``service`` as a systemd unit name ("kubelet" -> "kubelet.service").
 
@@ -345,10 +363,7 @@ def config_target(launch, fields, path=None, config_dir=None):
     nothing. Raises KubeletConfigError when a flag overrides a key of ``fields`` (the
     KubeletSettings fields that are set), naming the file that sets it.
     """
-    conflicts = flag_conflicts(launch, [MANAGED_KEYS[field] for field in fields if field in MANAGED_KEYS])
-    if conflicts:
-        raise KubeletConfigError("another layer overrides keys gpuprov manages: %s" % "; ".join(conflicts),
-                                 errors=conflicts)
+    refuse_conflicts(launch, [MANAGED_KEYS[field] for field in fields if field in MANAGED_KEYS])
     if path is None:
         path = launch["config"] or DEFAULT_CONFIG_PATH
     elif launch["found"] and launch["config"] and launch["config"] != path:
