@@ -14,12 +14,17 @@ user running the module and no one else can write to it (group write is fine for
 the user's own), except sticky folders such as /tmp,
 whose entry on the way must then belong to root or that user (as the kernel's
 fs.protected_symlinks does); every symbolic link on the way belongs to root or that user.
+
+``root_folder_problems`` applies the strict rule for code root runs (no user but root), from
+lstat(2) inside a module; plugin_utils/root_paths.py applies it to one stat(1)'s output on the
+controller. Both judge their entries with ``root_entry_problems``.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import stat
 
@@ -90,3 +95,91 @@ def planted_path_problem(path):
         if not stat.S_ISDIR(info.st_mode):
             return None  # opening it fails with ENOTDIR; the writer reports that
         current, folder = entry, info
+
+
+def root_entry_problems(entries, own_dirs, unread=(), reader="lstat(2)"):
+    """One line per kind of problem (empty: only root can change these folders).
+
+    ENTRIES are (path, uid, mode, is_link) of every existing folder from / down to the code's
+    own directories OWN_DIRS, and of every symbolic link on the way. The rule: each belongs to
+    root; no folder can be written by its group or by others, except sticky folders (such as
+    /tmp) that are not an own directory; no own directory is a symbolic link. UNREAD names the
+    paths that READER could not read for another reason than their absence.
+    """
+    own_dirs = set(own_dirs)
+    seen, not_root, writable, links = set(), [], [], []
+    for path, uid, mode, is_link in entries:
+        if path in seen:
+            continue
+        seen.add(path)
+        if uid != 0:
+            not_root.append(path)
+        if is_link:
+            if path in own_dirs:
+                links.append(path)
+        elif mode & 0o022 and (path in own_dirs or not mode & stat.S_ISVTX):
+            writable.append(path)
+    problems = []
+    if unread:
+        problems.append("%s could not read every folder: %s" % (reader, "; ".join(unread)))
+    if not_root:
+        problems.append("%s belong(s) to another user than root" % ", ".join(not_root))
+    if writable:
+        problems.append("%s can be written by other users" % ", ".join(writable))
+    if links:
+        problems.append("%s is a symbolic link" % ", ".join(links))
+    return problems
+
+
+def _root_walk(path, entries, unread, follow_last):
+    """Add to ENTRIES every folder from / down to PATH and every link on the way, following
+    the links as the kernel does. Returns the folder PATH resolves to (its last component when
+    that is a link and not FOLLOW_LAST), or None when a component does not exist, is not a folder or
+    cannot be read (the last two added to UNREAD, as stat(1) reports them)."""
+    pending = [part for part in path.split("/") if part]
+    current = "/"
+    info = os.lstat(current)
+    entries.append((current, info.st_uid, stat.S_IMODE(info.st_mode), False))
+    links = 0
+    while pending:
+        name = pending.pop(0)
+        if name in (".", ".."):
+            current = current if name == "." else os.path.dirname(current)
+            continue
+        entry = os.path.join(current, name)
+        try:
+            info = os.lstat(entry)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                unread.append("%s: %s" % (entry, exc.strerror))
+            return None
+        is_link = stat.S_ISLNK(info.st_mode)
+        entries.append((entry, info.st_uid, stat.S_IMODE(info.st_mode), is_link))
+        if is_link:
+            if not pending and not follow_last:
+                return entry  # an own directory that is a link: refused, not followed
+            links += 1
+            if links > MAX_LINKS:
+                unread.append("%s: too many levels of symbolic links" % path)
+                return None
+            target = os.readlink(entry)
+            current = "/" if target.startswith("/") else current
+            pending = [part for part in target.split("/") if part] + pending
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            if pending:
+                unread.append("%s: Not a directory" % entry)
+            return None
+        current = entry
+    return current
+
+
+def root_folder_problems(directories, own_dirs):
+    """root_entry_problems of every folder from / down to each of DIRECTORIES and OWN_DIRS,
+    read here with lstat(2); an own directory reached through a link is judged as own there."""
+    entries, unread, own = [], [], set(own_dirs)
+    for directory in list(own_dirs) + [d for d in directories if d not in own_dirs]:
+        resolved = _root_walk(directory, entries, unread, follow_last=directory not in own_dirs)
+        if directory in own_dirs and resolved is not None:
+            own.add(resolved)
+    return root_entry_problems(entries, own, unread)

@@ -92,6 +92,18 @@ options:
   group:
     description: Group of every file and directory (a name or a number). Omitted, new ones get the user's group.
     type: str
+  require_root_folders:
+    description:
+      - For code that root runs (a boot-time program, its unit and settings), where whoever can
+        change a file or a folder above it runs code as root. Before anything is read or
+        written, every existing folder from C(/) down to each of O(directories) and to each
+        file's directory must belong to root and be writable by no other user (group or
+        others), except sticky folders such as C(/tmp) above O(directories); a symbolic link on
+        the way must belong to root and is followed; none of O(directories) may be a symbolic
+        link. Otherwise the module fails naming every such folder, and changes nothing.
+      - Checked in check mode too.
+    type: bool
+    default: false
 requirements:
   - write access to the directories (root, for the MIG restore)
 """
@@ -155,7 +167,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import is_normal_absolute
+from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import is_normal_absolute, root_folder_problems
 
 
 class FileSetError(Exception):
@@ -237,6 +249,18 @@ def plan_directory(path):
         if not os.path.isdir(current):
             raise FileSetError("%s is not a directory; refusing to create %s" % (current, path))
     return []
+
+
+def require_root_folders(directories, files):
+    """Fail unless only root can change the folders down to DIRECTORIES and the FILES' folders."""
+    for path in list(directories) + list(files):
+        _check_path(path, "directory" if path in directories else "file")
+    folders = list(directories) + [os.path.dirname(path) for path in files]
+    problems = root_folder_problems(sorted(set(folders), key=folders.index), directories)
+    if problems:
+        raise FileSetError("root runs what is written here, so only root may be able to change it: %s; "
+                           "make every folder from / down to these directories belong to root and "
+                           "writable by no one else" % "; ".join(problems))
 
 
 def _set_attributes(fd, mode, uid, gid):
@@ -420,6 +444,7 @@ def main():
             directory_mode=dict(type="str", default="0755"),
             owner=dict(type="str"),
             group=dict(type="str"),
+            require_root_folders=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -430,6 +455,8 @@ def main():
         directory_mode = _mode(params["directory_mode"], "directory_mode")
         uid, gid = _uid(params["owner"]), _gid(params["group"])
         # Everything is read and checked before the first change.
+        if params["require_root_folders"]:
+            require_root_folders(params["directories"], [entry["path"] for entry in params["files"]])
         directories = [(path, plan_directory(path)) for path in params["directories"]]
         will_exist = set(component for _path, missing in directories for component in missing)
         planned = plan_files(params["files"], mode, will_exist, module.check_mode)

@@ -7,7 +7,8 @@ The gpu_mig role's boot-time MIG restore and the gpu_mps role's start program ru
 whoever can change their program, node-side code or settings, or a folder above them, runs code
 as root. Both roles read every folder with one ``stat`` (filter ``root_path_stat_argv``, with
 ``STAT_FORMAT`` below) and refuse what ``root_path_problems`` finds, before anything is
-written. module_utils/path_trust.py applies the same rule inside modules, from lstat(2).
+written. module_utils/path_trust.py holds the rule (root_entry_problems) and applies it inside
+modules from lstat(2) too (file_set's require_root_folders).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +19,8 @@ import json
 import re
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import root_entry_problems
 
 # %n name, %u owner uid, %04a octal mode with the sticky/setuid digit, %F file type.
 STAT_FORMAT = '{"item": "%n", "uid": %u, "mode": "%04a", "type": "%F"}\n'
@@ -47,27 +50,16 @@ def stat_argv(directories):
     return ["stat", "--printf", STAT_FORMAT, "--"] + path_ancestors(directories)
 
 
-def _writable_by_others(mode):
-    """The group or the other digit of a four-digit octal mode has the write bit."""
-    return mode[2] in "2367" or mode[3] in "2367"
-
-
-def _sticky(mode):
-    return mode[0] in "1357"
-
-
 def root_path_problems(result, own_dirs):
-    """One line per problem (empty: root may write there).
-
-    The rule: every existing folder from / down to the code's own directories belongs to root
-    and no one else can write to it, except sticky folders (such as /tmp) above the own
-    directories; none of the own directories is a symbolic link; a path stat could not read for
-    another reason than its absence is a problem, not taken as absent.
+    """One line per problem (empty: root may write there), by path_trust.root_entry_problems's
+    rule: every existing folder from / down to the code's own directories belongs to root and
+    no one else can write to it, except sticky folders (such as /tmp) above the own directories;
+    none of the own directories is a symbolic link; a path stat could not read for another
+    reason than its absence is a problem, not taken as absent.
     """
     if not isinstance(result, dict) or "stdout_lines" not in result:
         raise AnsibleFilterError("root_path_problems: expects the registered result of root_path_stat_argv's command")
-    own_dirs = [str(path) for path in own_dirs]
-    existing = []
+    entries = []
     for line in result.get("stdout_lines") or []:
         try:
             entry = json.loads(line)
@@ -75,20 +67,6 @@ def root_path_problems(result, own_dirs):
             raise AnsibleFilterError("root_path_problems: stat printed a line that is not its JSON format: %r" % line)
         if not isinstance(entry, dict) or not re.fullmatch(r"[0-7]{4}", str(entry.get("mode"))):
             raise AnsibleFilterError("root_path_problems: stat printed an entry without a four-digit mode: %r" % line)
-        existing.append(entry)
+        entries.append((entry["item"], entry.get("uid"), int(entry["mode"], 8), entry.get("type") == LINK_TYPE))
     unread = [line for line in result.get("stderr_lines") or [] if not ABSENT.search(line)]
-    not_root = [entry["item"] for entry in existing if entry.get("uid") != 0]
-    writable = [entry for entry in existing if entry.get("type") != LINK_TYPE and _writable_by_others(entry["mode"])]
-    open_bad = [entry["item"] for entry in writable if entry["item"] in own_dirs]
-    open_bad += [entry["item"] for entry in writable if not _sticky(entry["mode"]) and entry["item"] not in own_dirs]
-    links = [entry["item"] for entry in existing if entry.get("type") == LINK_TYPE and entry["item"] in own_dirs]
-    problems = []
-    if unread:
-        problems.append("stat(1) could not read every folder: %s" % "; ".join(unread))
-    if not_root:
-        problems.append("%s belong(s) to another user than root" % ", ".join(not_root))
-    if open_bad:
-        problems.append("%s can be written by other users" % ", ".join(sorted(set(open_bad), key=open_bad.index)))
-    if links:
-        problems.append("%s is a symbolic link" % ", ".join(links))
-    return problems
+    return root_entry_problems(entries, [str(path) for path in own_dirs], unread, reader="stat(1)")

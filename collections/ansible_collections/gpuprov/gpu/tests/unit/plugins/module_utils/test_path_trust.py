@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import planted_path_problem
+from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import planted_path_problem, root_folder_problems
 
 OTHER_UID = 65534  # nobody
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
@@ -81,3 +81,85 @@ def test_a_link_loop_ends(base):
     os.symlink("b", str(base / "a"))
     os.symlink("a", str(base / "b"))
     assert "too many levels of symbolic links" in planted_path_problem(str(base / "a" / "config.yaml"))
+
+
+# root_folder_problems: the rule for code root runs (no user but root), from lstat(2).
+@pytest.fixture
+def root_base(tmp_path):
+    """tmp_path/node, root's, 0755 (/tmp above it is sticky and root's)."""
+    node = tmp_path / "node"
+    node.mkdir()
+    node.chmod(0o755)
+    tmp_path.chmod(0o755)
+    return node
+
+
+@needs_root
+def test_root_folders_pass_and_missing_ones_are_not_problems(root_base):
+    (root_base / "etc").mkdir()
+    assert root_folder_problems([str(root_base / "etc" / "gpuprov" / "deep")], [str(root_base / "etc" / "gpuprov")]) == []
+
+
+@needs_root
+def test_root_rule_names_every_kind_of_problem(root_base):
+    own, other, shared = root_base / "own", root_base / "other", root_base / "shared"
+    own.mkdir()
+    own.chmod(0o1777)   # sticky or not, an own directory may not be shared
+    other.mkdir()
+    os.chown(str(other), OTHER_UID, OTHER_UID)
+    shared.mkdir()
+    shared.chmod(0o775)   # group write: refused even for root's group
+    link = root_base / "link"
+    os.symlink(str(root_base), str(link))
+    problems = root_folder_problems([str(other / "x"), str(shared / "x")], [str(own), str(link)])
+    assert problems == ["%s belong(s) to another user than root" % other,
+                        "%s, %s can be written by other users" % (own, shared),
+                        "%s is a symbolic link" % link]
+
+
+@needs_root
+def test_a_sticky_folder_above_the_own_directories_is_allowed(root_base):
+    sticky = root_base / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "gpuprov").mkdir()
+    assert root_folder_problems([], [str(sticky / "gpuprov")]) == []
+    os.chown(str(sticky / "gpuprov"), OTHER_UID, OTHER_UID)
+    assert root_folder_problems([], [str(sticky / "gpuprov")]) == ["%s belong(s) to another user than root" % (sticky / "gpuprov")]
+
+
+@needs_root
+def test_a_root_link_on_the_way_is_followed_and_its_target_judged(root_base):
+    """A link of root's on the way to a folder another user owns: stat(1) of the path would
+    judge only the link and the last folder; the walk judges the folders the link leads to."""
+    theirs = root_base / "theirs"
+    (theirs / "lib").mkdir(parents=True)
+    os.chown(str(theirs), OTHER_UID, OTHER_UID)
+    os.symlink(str(theirs), str(root_base / "opt"))
+    problems = root_folder_problems([], [str(root_base / "opt" / "lib")])
+    assert problems == ["%s belong(s) to another user than root" % theirs]
+    # A file's folder (not an own directory) that is a link is followed too.
+    assert root_folder_problems([str(root_base / "opt")], []) == ["%s belong(s) to another user than root" % theirs]
+
+
+@needs_root
+def test_a_link_of_another_user_on_the_way_is_refused(root_base):
+    (root_base / "real").mkdir()
+    os.symlink(str(root_base / "real"), str(root_base / "via"))
+    os.lchown(str(root_base / "via"), OTHER_UID, OTHER_UID)
+    assert root_folder_problems([], [str(root_base / "via" / "gpuprov")]) == [
+        "%s belong(s) to another user than root" % (root_base / "via")]
+
+
+@needs_root
+def test_a_file_on_the_way_cannot_be_read_as_a_folder(root_base):
+    (root_base / "etc").write_text("not a folder\n")
+    problems = root_folder_problems([], [str(root_base / "etc" / "gpuprov")])
+    assert problems == ["lstat(2) could not read every folder: %s: Not a directory" % (root_base / "etc")]
+
+
+@needs_root
+def test_a_link_loop_is_reported_not_followed_forever(root_base):
+    os.symlink("loop", str(root_base / "loop"))
+    problems = root_folder_problems([], [str(root_base / "loop" / "x")])
+    assert len(problems) == 1 and "too many levels of symbolic links" in problems[0]

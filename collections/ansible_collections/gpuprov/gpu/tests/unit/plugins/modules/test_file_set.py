@@ -265,3 +265,56 @@ def test_a_link_in_a_backed_up_files_place_is_replaced_and_its_target_left_alone
     assert result["backup_files"] == {} and victim.read_text() == "secret\n"
     assert sorted(os.listdir(str(tmp_path))) == ["victim", "x.service"]
     assert not (tmp_path / "x.service").is_symlink()
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="folders of root and of another user need root")
+
+
+@pytest.fixture
+def root_tree(tmp_path):
+    """tmp_path/node, root's and 0755 (the folders above: /tmp sticky, pytest's root-only)."""
+    tmp_path.chmod(0o755)
+    node = tmp_path / "node"
+    node.mkdir()
+    node.chmod(0o755)
+    return node
+
+
+def root_install(capsys, node, check_mode=False):
+    return call(capsys, [dict(path=str(node / "lib" / "run.py"), content="print(1)\n", mode="0755"),
+                         dict(path=str(node / "etc" / "unit.service"), content="[Unit]\n")],
+                directories=[str(node / "lib")], require_root_folders=True, owner="0", group="0",
+                check_mode=check_mode)
+
+
+@needs_root
+def test_require_root_folders_writes_when_only_root_can_change_the_folders(capsys, root_tree):
+    (root_tree / "etc").mkdir()
+    result = root_install(capsys, root_tree)
+    assert "failed" not in result, result
+    assert result["changed_files"] == [str(root_tree / "lib" / "run.py"), str(root_tree / "etc" / "unit.service")]
+    assert root_install(capsys, root_tree)["changed"] is False
+
+
+@needs_root
+@pytest.mark.parametrize("check_mode", [False, True])
+@pytest.mark.parametrize("hostile", ["file-folder-open", "own-link", "not-root-above"])
+def test_require_root_folders_refuses_before_anything_is_written(capsys, root_tree, hostile, check_mode):
+    (root_tree / "etc").mkdir()
+    if hostile == "file-folder-open":
+        (root_tree / "etc").chmod(0o777)   # a file's folder others can write to
+        expected = "%s can be written by other users" % (root_tree / "etc")
+    elif hostile == "own-link":
+        elsewhere = root_tree / "elsewhere"
+        elsewhere.mkdir()
+        os.symlink(str(elsewhere), str(root_tree / "lib"))
+        expected = "%s is a symbolic link" % (root_tree / "lib")
+    else:
+        os.chown(str(root_tree), 65534, 65534)
+        expected = "%s belong(s) to another user than root" % root_tree
+    result = root_install(capsys, root_tree, check_mode=check_mode)
+    assert result["failed"] is True and expected in result["msg"], result
+    assert "only root may be able to change it" in result["msg"]
+    assert result["changed"] is False and result["changed_files"] == [] and result["changed_directories"] == []
+    assert not (root_tree / "etc" / "unit.service").exists()
+    assert not os.path.exists(str(root_tree / "lib" / "run.py"))
