@@ -43,7 +43,10 @@ def test_the_role_copies_every_file_the_start_program_imports():
 def test_the_role_creates_the_folders_of_its_sources():
     with open(os.path.join(ROLE, "tasks", "start_install.yml")) as handle:
         tasks = yaml.safe_load(handle)
-    made = [task for task in tasks if task.get("name") == "Create the directories of the MPS unit's start program"]
+    # file_set writes a file only into a folder that exists or that its directories create.
+    installs = [task["gpuprov.gpu.file_set"] for task in tasks if "gpuprov.gpu.file_set" in task]
+    assert len(installs) == 1
     folders = set(os.path.dirname(path) for path in role_sources()) - {""}
     assert folders == {"mps"}
-    assert "{{ _gpu_mps_module_utils }}/mps" in made[0]["loop"]
+    assert "{{ _gpu_mps_module_utils }}/mps" in installs[0]["directories"]
+    assert "{{ _gpu_mps_module_utils }}" in installs[0]["directories"]
