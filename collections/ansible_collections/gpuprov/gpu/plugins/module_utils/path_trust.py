@@ -7,17 +7,14 @@ on its way.
 A module that writes as root through a path such as /var/lib/kubelet/config.yaml follows its
 symbolic links as the kernel does. If another user can create entries in a folder on the way,
 that user can plant a link there (to /etc/shadow, say) and have root write through it, or swap
-the backup root copies to. The rule, the one plugin_utils/root_paths.py applies from one stat(1)
-for the code root runs (the gpu_mig role's restore, the gpu_mps role's start program), widened to
-the user running the module: every folder passed through belongs to root or to the
-user running the module and no one else can write to it (group write is fine for root's group or
-the user's own), except sticky folders such as /tmp,
-whose entry on the way must then belong to root or that user (as the kernel's
-fs.protected_symlinks does); every symbolic link on the way belongs to root or that user.
+the backup root copies to. The rule (``planted_path_problem``): every folder passed through
+belongs to root or to the user running the module and no one else can write to it (group write
+is fine for root's group or the user's own), except sticky folders such as /tmp, whose entry on
+the way must then belong to root or that user (as the kernel's fs.protected_symlinks does);
+every symbolic link on the way belongs to root or that user.
 
-``root_folder_problems`` applies the strict rule for code root runs (no user but root), from
-lstat(2) inside a module; plugin_utils/root_paths.py applies it to one stat(1)'s output on the
-controller. Both judge their entries with ``root_entry_problems``.
+Code that root runs (file_set's require_root_folders: the gpu_mig role's boot-time restore, the
+gpu_mps role's start program) gets the stricter rule of ``root_folder_problems``: root alone.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -97,14 +94,14 @@ def planted_path_problem(path):
         current, folder = entry, info
 
 
-def root_entry_problems(entries, own_dirs, unread=(), reader="lstat(2)"):
+def root_entry_problems(entries, own_dirs, unread=()):
     """One line per kind of problem (empty: only root can change these folders).
 
     ENTRIES are (path, uid, mode, is_link) of every existing folder from / down to the code's
     own directories OWN_DIRS, and of every symbolic link on the way. The rule: each belongs to
     root; no folder can be written by its group or by others, except sticky folders (such as
     /tmp) that are not an own directory; no own directory is a symbolic link. UNREAD names the
-    paths that READER could not read for another reason than their absence.
+    paths that could not be read for another reason than their absence.
     """
     own_dirs = set(own_dirs)
     seen, not_root, writable, links = set(), [], [], []
@@ -121,7 +118,7 @@ def root_entry_problems(entries, own_dirs, unread=(), reader="lstat(2)"):
             writable.append(path)
     problems = []
     if unread:
-        problems.append("%s could not read every folder: %s" % (reader, "; ".join(unread)))
+        problems.append("could not read every folder: %s" % "; ".join(unread))
     if not_root:
         problems.append("%s belong(s) to another user than root" % ", ".join(not_root))
     if writable:
@@ -135,7 +132,7 @@ def _root_walk(path, entries, unread, follow_last):
     """Add to ENTRIES every folder from / down to PATH and every link on the way, following
     the links as the kernel does. Returns the folder PATH resolves to (its last component when
     that is a link and not FOLLOW_LAST), or None when a component does not exist, is not a folder or
-    cannot be read (the last two added to UNREAD, as stat(1) reports them)."""
+    cannot be read (the last two added to UNREAD)."""
     pending = [part for part in path.split("/") if part]
     current = "/"
     info = os.lstat(current)
