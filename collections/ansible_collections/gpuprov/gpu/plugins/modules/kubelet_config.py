@@ -399,12 +399,12 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch 
     kubespray_advice,
     launch_answer,
     read_launch,
-    unit_name,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.versions import (
     parse_kubelet_version,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import planted_path_problem
+from ansible_collections.gpuprov.gpu.plugins.module_utils.systemd_unit import unit_name
 
 
 def argument_spec():

@@ -116,8 +116,8 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch 
     launch_answer,
     read_launch,
     refuse_conflicts,
-    unit_name,
 )
+from ansible_collections.gpuprov.gpu.plugins.module_utils.systemd_unit import unit_name
 
 
 def main():

@@ -143,8 +143,8 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.health 
     HealthWatch,
     KubeletHealthError,
 )
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import unit_name
 from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import is_normal_absolute
+from ansible_collections.gpuprov.gpu.plugins.module_utils.systemd_unit import unit_name
 
 
 def _systemctl(module, systemctl):

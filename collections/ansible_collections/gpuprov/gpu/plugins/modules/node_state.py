@@ -184,7 +184,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.gpu_info import gather
 from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config import HAS_YAML
-from ansible_collections.gpuprov.gpu.plugins.module_utils.kubelet_config.launch import unit_name
 from ansible_collections.gpuprov.gpu.plugins.module_utils.mps.constants import (
     DEFAULT_LOG_DIRECTORY,
     DEFAULT_PIPE_DIRECTORY,
@@ -198,6 +197,7 @@ from ansible_collections.gpuprov.gpu.plugins.module_utils.node_reader import (
     read_mps,
 )
 from ansible_collections.gpuprov.gpu.plugins.module_utils.nvml import NvmlError
+from ansible_collections.gpuprov.gpu.plugins.module_utils.systemd_unit import unit_name
 
 
 def argument_spec():

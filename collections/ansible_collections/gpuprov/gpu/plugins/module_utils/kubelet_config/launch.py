@@ -328,17 +328,6 @@ def refuse_conflicts(launch, managed_keys):
                                  errors=conflicts)
 
 
-def unit_name(service):
-    """``service`` as a systemd unit name ("kubelet" -> "kubelet.service").
-
-    Raises ValueError for an empty name, one with a "/" (a path, not a name) or one starting
-    with "-" (systemctl would read it as an option).
-    """
-    if not service or service.startswith("-") or "/" in service:
-        raise ValueError("%r is not a unit name" % (service,))
-    return service if "." in service else service + ".service"
-
-
 def kubelet_version(binary, root, run_command):
     """The version ``binary --version`` prints ("v1.31.2"), or None when it cannot be run.
 
