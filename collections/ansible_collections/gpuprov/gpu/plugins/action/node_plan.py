@@ -209,13 +209,12 @@ class ActionModule(ActionBase):
     def _restore_paths(self, plan, task_vars):
         """(paths of the boot-time MIG restore, None) or (None, why they are not read)."""
         templar = self._restore_templar(plan, task_vars)
-
-        def value(name):
-            return templar.template(trust_as_template("{{ %s }}" % name))
-
+        names = _RESTORE_PATH_VARS + ("gpu_mig_restore_service_name",)
         try:
-            paths = dict((name, value(name)) for name in _RESTORE_PATH_VARS)
-            service = value("gpu_mig_restore_service_name")
+            # One template for all: each template string is compiled on its own.
+            values = templar.template(trust_as_template("{{ [%s] }}" % ", ".join(names)))
+            paths = dict(zip(_RESTORE_PATH_VARS, values))
+            service = values[-1]
         except AnsibleError as exc:
             return None, "the gpu_mig role's restore variables do not template: %s" % exc
         for name, path in paths.items():
@@ -240,10 +239,16 @@ class ActionModule(ActionBase):
         plan enables MIG on no GPU (nothing is then installed).
         """
         templar = self._restore_templar(plan, task_vars, facts)
-        # The state file's text, as persist.yml writes it; the state is read back from it rather
-        # than worked out a second time.
-        state_text = templar.template(trust_as_template("{{ gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts)"
-                                                        " | to_nice_json(indent=2) }}")) + "\n"
+        templates = os.path.join(_GPU_MIG_ROLE, "templates")
+        # The state file's text, as persist.yml writes it, and the two templates, in one template
+        # (each template string is compiled on its own); the state is read back from the text
+        # rather than worked out a second time.
+        state_text, program, unit_text = templar.template(trust_as_template(
+            "{{ [gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts) | to_nice_json(indent=2),"
+            " lookup('ansible.builtin.template', '%s'), lookup('ansible.builtin.template', '%s')] }}"
+            % (os.path.join(templates, "gpuprov-mig-restore.py.j2"),
+               os.path.join(templates, "gpuprov-mig-restore.service.j2"))))
+        state_text += "\n"
         if not any(gpu.get("mig_enabled") for gpu in json.loads(state_text)["gpus"]):
             return []
         expected = [node_state_client.expected_entry(path, "0755", True, None) for path in restore["directories"]]
@@ -251,12 +256,6 @@ class ActionModule(ActionBase):
             with open(os.path.join(_COLLECTION, "plugins", "module_utils", name), "rb") as handle:
                 expected.append(node_state_client.expected_entry("%s/%s" % (restore["module_utils"], name), "0644", False,
                                                                  node_state_client.sha1(handle.read())))
-        templates = os.path.join(_GPU_MIG_ROLE, "templates")
-        program = templar.template(trust_as_template(
-            "{{ lookup('ansible.builtin.template', '%s') }}" % os.path.join(templates, "gpuprov-mig-restore.py.j2")))
-        unit_text = templar.template(trust_as_template(
-            "{{ lookup('ansible.builtin.template', '%s') }}"
-            % os.path.join(templates, "gpuprov-mig-restore.service.j2")))
         expected.append(node_state_client.expected_entry(restore["program"], "0755", False, node_state_client.sha1(program)))
         expected.append(node_state_client.expected_entry(restore["state_file"], "0644", False, node_state_client.sha1(state_text)))
         expected.append(node_state_client.expected_entry(restore["unit_path"], "0644", False, node_state_client.sha1(unit_text)))
