@@ -13,6 +13,7 @@ nitpick_ignore = [
     ("std:ref", "ansible_configuration_settings"),
     ("std:ref", "ansible_collections.ansible.builtin.copy_module"),
     ("std:ref", "ansible_collections.ansible.builtin.file_module"),
+    ("std:ref", "ansible_collections.ansible.builtin.systemd_service_module"),
     ("std:ref", "ansible_collections.ansible.builtin.template_module"),
     ("std:ref", "ansible_collections.kubernetes.core.k8s_module"),
     ("std:ref", "ansible_collections.kubernetes.core.k8s_module__parameter-state"),
