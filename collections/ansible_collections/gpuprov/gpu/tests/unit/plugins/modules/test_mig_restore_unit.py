@@ -144,3 +144,12 @@ def test_a_bad_unit_name_is_refused_before_anything_runs(capsys, node, service):
     result = run(capsys, node, service=service)
     assert result["failed"] is True and "is not a unit name" in result["msg"]
     assert node.runs() == [] and node.systemctl() == []
+
+
+def test_the_passing_exits_are_the_programs_own():
+    """The module keeps its own copy of two exit codes (importing mig_restore would load NVML's
+    code in every run); they must stay the program's."""
+    from ansible_collections.gpuprov.gpu.plugins.module_utils import mig_restore
+
+    assert mig_restore_unit.PASSING_EXITS == (mig_restore.EXIT_OK, mig_restore.EXIT_CHANGES_NEEDED)
+    assert mig_restore_unit.CHANGES_PENDING == mig_restore.EXIT_CHANGES_NEEDED
