@@ -88,9 +88,19 @@ def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_
     Exit status: 0 every node in sync; 1 a node drifted, was unreachable or could not be
     read; 2 bad input.
     """
-    fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file, reading=reading)
-    if not fleet.nodes:
-        fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
+    plans = {}
+
+    def check_plans():
+        fleet = load_plans(inventory, limit, vault, extra_vars, catalog_file=catalog_file, reading=reading)
+        if not fleet.nodes:
+            fail_bad_input(["no GPU node in the inventory%s" % (" matching %r" % limit if limit else "")])
+        plans["fleet"] = fleet
+
+    # ansible-playbook starts up while the plans are checked, held before its first play, and is
+    # stopped there when a plan fails; unless a vault password is asked for on the terminal,
+    # which only one of the two may read at a time.
+    if vault.prompts():
+        check_plans()
     extra_args = vault.playbook_args()
     for item in extra_vars:
         extra_args += ["-e", item]
@@ -102,9 +112,13 @@ def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_
     try:
         rc, summary = run_playbook(PLAYBOOK, list(inventory), limit=limit, check=True, extra_vars=variables,
                                    forks=forks, extra_args=extra_args,
-                                   stdout=sys.stderr if output == "json" else None)
+                                   stdout=sys.stderr if output == "json" else None,
+                                   prepare=None if plans else check_plans)
     except FileNotFoundError as exc:
+        if not plans:
+            check_plans()  # a bad inventory is still told first
         fail_bad_input([str(exc)])
+    fleet = plans["fleet"]
     nodes = collect(sorted(fleet.nodes), None, summary)
     for host, node in nodes.items():
         node["node_name"] = fleet.nodes[host].get("node_name", host)

@@ -117,6 +117,12 @@ class Vault:
 
         return VaultOptions(self.vault_ids, self.password_files, self.ask)
 
+    def prompts(self):
+        """Whether a vault password is asked for on the terminal (--ask-vault-pass, --vault-id ID@prompt)."""
+        # Ansible reads --vault-id as LABEL@SOURCE, or SOURCE alone; the source "prompt" asks.
+        return self.ask or any(vault_id.split("@", 1)[-1] in ("prompt", "prompt_ask_vault_pass")
+                               for vault_id in self.vault_ids)
+
     def playbook_args(self):
         """The same options for ansible-playbook (argv items; no secret is on the command line)."""
         args = []

@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 from ansible_collections.gpuprov.gpu.plugins.module_utils.decimal_text import is_digits
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.start_gate import GATE_FD_VAR, GATE_OPEN
 
 CALLBACK = "gpuprov.gpu.progress"
 
@@ -74,7 +75,7 @@ def converge_limit(limit, nodes):
 
 
 def run_playbook(playbook, inventories, limit=None, check=False, diff=False, extra_vars=None, forks=None,
-                 extra_args=(), env=None, stdout=None, own_session=False, started=None):
+                 extra_args=(), env=None, stdout=None, own_session=False, started=None, prepare=None):
     """Run ansible-playbook (argv list, no shell) with the progress callback.
 
     Output streams to this process's stdout, or to ``stdout`` (a file object, e.g.
@@ -82,6 +83,13 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
     ``own_session``: the run gets a session (and process group) of its own, so a Ctrl-C at the
     terminal reaches only this process, which decides what the run gets; ``started`` is called
     with the Popen once the run started (to signal it).
+
+    ``prepare``: called once ansible-playbook has started, while the progress callback holds the
+    run at its start (GATE_FD_VAR), before its first play: ansible-playbook's own start-up
+    (imports, inventory, the playbook's parse) goes on meanwhile, but no host is contacted.
+    The run goes on when ``prepare`` returns; when it raises (SystemExit included), the run is
+    killed at the gate and the exception goes on. Give none when either side may prompt on the
+    terminal (--ask-vault-pass), since both would then read it at once.
     """
     argv = [ansible_command("ansible-playbook")]
     for inventory in inventories:
@@ -107,11 +115,24 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
     run_env["ANSIBLE_STDOUT_CALLBACK"] = CALLBACK
     run_env["GPUPROV_SUMMARY_FILE"] = summary_path
     run_env.setdefault("ANSIBLE_FORCE_COLOR", "0")
+    gate_read = gate_write = None
+    if prepare is not None:
+        gate_read, gate_write = os.pipe()  # neither end is inherited unless passed
+        run_env[GATE_FD_VAR] = str(gate_read)
     try:
-        with subprocess.Popen(argv, env=run_env, stdout=stdout, start_new_session=own_session) as proc:
+        with subprocess.Popen(argv, env=run_env, stdout=stdout, start_new_session=own_session,
+                              pass_fds=() if gate_read is None else (gate_read,)) as proc:
             if started is not None:
                 started(proc)
             try:
+                if prepare is not None:
+                    os.close(gate_read)
+                    gate_read = None
+                    prepare()
+                    try:
+                        os.write(gate_write, GATE_OPEN)
+                    except BrokenPipeError:
+                        pass  # the run ended before its gate (a bad option, say): its exit status says why
                 proc.wait()
             except BaseException:
                 # As subprocess.run does: the run does not outlive this process.
@@ -119,6 +140,9 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
                 raise
         return proc.returncode, read_summary(summary_path)
     finally:
+        for fd in (gate_read, gate_write):
+            if fd is not None:
+                os.close(fd)
         shutil.rmtree(private_dir, ignore_errors=True)
 
 

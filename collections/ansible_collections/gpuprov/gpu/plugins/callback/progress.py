@@ -20,6 +20,10 @@ description:
     planned (the site playbook reads every node before its waves) is left out of the summary
     until one of its tasks runs in a later play, so a node the rollout never reached is not
     reported as unchanged.
+  - When the environment variable C(GPUPROV_START_GATE_FD) names an open file descriptor (as
+    C(gpuprov status) passes one), the run is held at the playbook's start, before any host is
+    contacted, until C(go) is read from it; at its end of file the run stops there, with exit
+    status 2 and no host contacted. C(gpuprov) checks every plan meanwhile.
   - When the environment variable C(GPUPROV_SUMMARY_FILE) names a file, the summary is also
     written there as JSON (C(gpuprov apply) reads it); in check mode it also holds, per node,
     what C(gpuprov.gpu.node_plan) read (C(node_status), which C(gpuprov status) reads). The file's folder must be private (owned
@@ -36,6 +40,8 @@ import json
 import os
 
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
+
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.start_gate import wait_at_gate
 
 
 def write_private(path, text):
@@ -124,6 +130,10 @@ class CallbackModule(DefaultCallback):
         self._display.display("  %-24s %-11s %s%s" % (host, status, task, (": " + detail) if detail else ""))
 
     # -- events ----------------------------------------------------------------------------
+    def v2_playbook_on_start(self, playbook):
+        wait_at_gate(os.environ)
+        super(CallbackModule, self).v2_playbook_on_start(playbook)
+
     def v2_playbook_on_play_start(self, play):
         self._play = play
         self._plays += 1
