@@ -44,54 +44,87 @@ def _writable_by_others(info):
     return bool(info.st_mode & stat.S_IWGRP) and info.st_gid not in (0, os.getegid())
 
 
-def planted_path_problem(path):
-    """None when ``path`` may be written as described above; else one line that says why not.
-    Parts of the path that do not exist yet are not looked at (nothing can be planted where
-    the folder above is trusted)."""
-    trusted = (0, os.geteuid())
+def _walk(path, follow_last=True):
+    """Resolve PATH from / as the kernel does, with lstat(2), following symbolic links (at most
+    MAX_LINKS in all); yield what the walk meets as (event, path, info, folder, folder_info):
+
+    - ``folder``: the walk stands in the folder PATH (INFO its lstat): / first, then / again after
+      an absolute link, the folder above after '..', each folder it goes down into;
+    - ``entry``: PATH, INFO its lstat, exists in FOLDER (FOLDER_INFO its lstat), link or not;
+
+    and last one of: ``resolved`` (PATH, INFO: where the whole path leads, a folder or not),
+    ``link-not-followed`` (the last component, a link, when not FOLLOW_LAST), ``missing`` (PATH
+    does not exist), ``unreadable`` (INFO: the OSError), ``not-a-directory`` (PATH is not a folder
+    but a component follows it), ``loop`` (too many links; PATH is the link met last).
+    """
     pending = [part for part in path.split("/") if part]
     current = "/"
+    folder = os.lstat(current)
+    yield "folder", current, folder, None, None
     links = 0
-    folder = os.lstat("/")
-    while True:
-        if folder.st_uid not in trusted:
-            return "%s belongs to uid %d, neither root nor this user" % (current, folder.st_uid)
-        sticky = bool(folder.st_mode & stat.S_ISVTX)
-        if _writable_by_others(folder) and not sticky:
-            return "%s can be written by other users (mode %s)" % (current, oct(stat.S_IMODE(folder.st_mode)))
-        if not pending:
-            return None
+    while pending:
         name = pending.pop(0)
         if name == ".":
             continue
         if name == "..":
             current = os.path.dirname(current)
             folder = os.lstat(current)
+            yield "folder", current, folder, None, None
             continue
         entry = os.path.join(current, name)
         try:
             info = os.lstat(entry)
-        except OSError:
-            return None  # not there yet: created below a folder already checked
-        if _writable_by_others(folder) and info.st_uid not in trusted:
-            return "%s in the folder %s, which others can write to, belongs to uid %d" % (entry, current, info.st_uid)
+        except OSError as exc:
+            yield "missing" if exc.errno == errno.ENOENT else "unreadable", entry, exc, current, folder
+            return
+        yield "entry", entry, info, current, folder
         if stat.S_ISLNK(info.st_mode):
-            if info.st_uid not in trusted:
-                return "the symbolic link %s belongs to uid %d, neither root nor this user" % (entry, info.st_uid)
+            if not pending and not follow_last:
+                yield "link-not-followed", entry, info, current, folder
+                return
             links += 1
             if links > MAX_LINKS:
-                return "%s: too many levels of symbolic links" % path
+                yield "loop", entry, info, current, folder
+                return
             target = os.readlink(entry)
             if target.startswith("/"):
                 current = "/"
-                folder = os.lstat("/")
+                folder = os.lstat(current)
+                yield "folder", current, folder, None, None
             pending = [part for part in target.split("/") if part] + pending
             continue
         if not pending:
-            return None  # the file itself: its folder was checked above
+            yield "resolved", entry, info, current, folder
+            return
         if not stat.S_ISDIR(info.st_mode):
-            return None  # opening it fails with ENOTDIR; the writer reports that
+            yield "not-a-directory", entry, info, current, folder
+            return
         current, folder = entry, info
+        yield "folder", current, folder, None, None
+    yield "resolved", current, folder, None, None
+
+
+def planted_path_problem(path):
+    """None when ``path`` may be written as described above; else one line that says why not.
+    Parts of the path that do not exist yet are not looked at (nothing can be planted where
+    the folder above is trusted); nor is the file itself, whose folder is."""
+    trusted = (0, os.geteuid())
+    for event, entry, info, folder, folder_info in _walk(path):
+        if event == "folder":
+            if info.st_uid not in trusted:
+                return "%s belongs to uid %d, neither root nor this user" % (entry, info.st_uid)
+            if _writable_by_others(info) and not info.st_mode & stat.S_ISVTX:
+                return "%s can be written by other users (mode %s)" % (entry, oct(stat.S_IMODE(info.st_mode)))
+        elif event == "entry":
+            if _writable_by_others(folder_info) and info.st_uid not in trusted:
+                return "%s in the folder %s, which others can write to, belongs to uid %d" % (entry, folder, info.st_uid)
+            if stat.S_ISLNK(info.st_mode) and info.st_uid not in trusted:
+                return "the symbolic link %s belongs to uid %d, neither root nor this user" % (entry, info.st_uid)
+        elif event == "loop":
+            return "%s: too many levels of symbolic links" % path
+    # Missing or unreadable (not there yet: created below a folder already checked), not a
+    # folder (writing through it fails with ENOTDIR; the writer reports that), or the file.
+    return None
 
 
 def root_entry_problems(entries, own_dirs, unread=()):
@@ -133,42 +166,20 @@ def _root_walk(path, entries, unread, follow_last):
     the links as the kernel does. Returns the folder PATH resolves to (its last component when
     that is a link and not FOLLOW_LAST), or None when a component does not exist, is not a folder or
     cannot be read (the last two added to UNREAD)."""
-    pending = [part for part in path.split("/") if part]
-    current = "/"
-    info = os.lstat(current)
-    entries.append((current, info.st_uid, stat.S_IMODE(info.st_mode), False))
-    links = 0
-    while pending:
-        name = pending.pop(0)
-        if name in (".", ".."):
-            current = current if name == "." else os.path.dirname(current)
-            continue
-        entry = os.path.join(current, name)
-        try:
-            info = os.lstat(entry)
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                unread.append("%s: %s" % (entry, exc.strerror))
-            return None
-        is_link = stat.S_ISLNK(info.st_mode)
-        entries.append((entry, info.st_uid, stat.S_IMODE(info.st_mode), is_link))
-        if is_link:
-            if not pending and not follow_last:
-                return entry  # an own directory that is a link: refused, not followed
-            links += 1
-            if links > MAX_LINKS:
-                unread.append("%s: too many levels of symbolic links" % path)
-                return None
-            target = os.readlink(entry)
-            current = "/" if target.startswith("/") else current
-            pending = [part for part in target.split("/") if part] + pending
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            if pending:
-                unread.append("%s: Not a directory" % entry)
-            return None
-        current = entry
-    return current
+    for event, entry, info, _folder, _folder_info in _walk(path, follow_last):
+        if event in ("folder", "entry"):
+            entries.append((entry, info.st_uid, stat.S_IMODE(info.st_mode), stat.S_ISLNK(info.st_mode)))
+        elif event == "resolved":
+            return entry if stat.S_ISDIR(info.st_mode) else None
+        elif event == "link-not-followed":
+            return entry  # an own directory that is a link: refused, not followed
+        elif event == "unreadable":
+            unread.append("%s: %s" % (entry, info.strerror))
+        elif event == "not-a-directory":
+            unread.append("%s: Not a directory" % entry)
+        elif event == "loop":
+            unread.append("%s: too many levels of symbolic links" % path)
+    return None
 
 
 def root_folder_problems(directories, own_dirs):
