@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpuprov.gpu.plugins.module_utils import path_trust
 from ansible_collections.gpuprov.gpu.plugins.module_utils.path_trust import planted_path_problem, root_folder_problems
 
 OTHER_UID = 65534  # nobody
@@ -163,3 +164,32 @@ def test_a_link_loop_is_reported_not_followed_forever(root_base):
     os.symlink("loop", str(root_base / "loop"))
     problems = root_folder_problems([], [str(root_base / "loop" / "x")])
     assert len(problems) == 1 and "too many levels of symbolic links" in problems[0]
+
+
+def _events(path, follow_last=True):
+    return [(event, entry) for event, entry, _info, _folder, _folder_info in path_trust._walk(path, follow_last)]
+
+
+def test_the_walk_goes_through_links_and_dot_dot_as_the_kernel_resolves_them(base):
+    (base / "real").mkdir(mode=0o755)
+    os.symlink("real", str(base / "rel"))  # relative: the walk stays in base
+    os.symlink(str(base / "real"), str(base / "abs"))  # absolute: the walk starts again at /
+    top = [("folder", "/")] + [item for p in reversed(list(base.parents)[:-1])
+                                for item in (("entry", str(p)), ("folder", str(p)))]
+    into_base = [("entry", str(base)), ("folder", str(base))]
+
+    assert _events(str(base / "rel" / "f")) == top + into_base + [
+        ("entry", str(base / "rel")), ("entry", str(base / "real")), ("folder", str(base / "real")),
+        ("missing", str(base / "real" / "f"))]
+    assert _events(str(base / "abs")) == top + into_base + [("entry", str(base / "abs")), ("folder", "/")] + top[1:] + \
+        into_base + [("entry", str(base / "real")), ("resolved", str(base / "real"))]
+    assert _events(str(base / "abs"), follow_last=False)[-1] == ("link-not-followed", str(base / "abs"))
+    assert _events(str(base / "real" / ".." / "rel"))[-4:] == [
+        ("folder", str(base)), ("entry", str(base / "rel")), ("entry", str(base / "real")),
+        ("resolved", str(base / "real"))]
+
+
+def test_the_walk_ends_at_a_file_with_more_path_after_it(base):
+    (base / "file").write_text("x")
+    assert _events(str(base / "file" / "more"))[-1] == ("not-a-directory", str(base / "file"))
+    assert _events(str(base / "file"))[-1] == ("resolved", str(base / "file"))
