@@ -116,12 +116,14 @@ def run_playbook(playbook, inventories, limit=None, check=False, diff=False, ext
     run_env["GPUPROV_SUMMARY_FILE"] = summary_path
     run_env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     gate_read = gate_write = None
+    popen_options = {}
     if prepare is not None:
         gate_read, gate_write = os.pipe()  # neither end is inherited unless passed
         run_env[GATE_FD_VAR] = str(gate_read)
+        popen_options["pass_fds"] = (gate_read,)
     try:
         with subprocess.Popen(argv, env=run_env, stdout=stdout, start_new_session=own_session,
-                              pass_fds=() if gate_read is None else (gate_read,)) as proc:
+                              **popen_options) as proc:
             if started is not None:
                 started(proc)
             try:
