@@ -99,7 +99,8 @@ def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_
     # ansible-playbook starts up while the plans are checked, held before its first play, and is
     # stopped there when a plan fails; unless a vault password is asked for on the terminal,
     # which only one of the two may read at a time.
-    if vault.prompts():
+    plans_first = vault.prompts()
+    if plans_first:
         check_plans()
     extra_args = vault.playbook_args()
     for item in extra_vars:
@@ -113,9 +114,9 @@ def status(inventory, limit, vault, reading, catalog_file, output, forks, extra_
         rc, summary = run_playbook(PLAYBOOK, list(inventory), limit=limit, check=True, extra_vars=variables,
                                    forks=forks, extra_args=extra_args,
                                    stdout=sys.stderr if output == "json" else None,
-                                   prepare=None if plans else check_plans)
+                                   prepare=None if plans_first else check_plans)
     except FileNotFoundError as exc:
-        if not plans:
+        if not plans_first:
             check_plans()  # a bad inventory is still told first
         fail_bad_input([str(exc)])
     fleet = plans["fleet"]
