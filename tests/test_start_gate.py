@@ -80,7 +80,7 @@ def test_an_ungated_run_is_as_before(local_run):
     assert code == 0 and marker.read_text() == "unset"
 
 
-def _gate(tmp_path, data, close=True):
+def _gate(data, close=True):
     read_end, write_end = os.pipe()
     os.write(write_end, data)
     if close:
@@ -96,8 +96,8 @@ def _is_open(fd):
     return True
 
 
-def test_the_gate_opens_on_go_and_is_closed_and_forgotten(tmp_path):
-    environ, read_end, write_end = _gate(tmp_path, start_gate.GATE_OPEN, close=False)
+def test_the_gate_opens_on_go_and_is_closed_and_forgotten():
+    environ, read_end, write_end = _gate(start_gate.GATE_OPEN, close=False)
 
     start_gate.wait_at_gate(environ)  # returns without waiting for the end of file
 
@@ -106,8 +106,8 @@ def test_the_gate_opens_on_go_and_is_closed_and_forgotten(tmp_path):
 
 
 @pytest.mark.parametrize("data", [b"", b"g", b"no", b"\x00\x00"])
-def test_anything_but_go_stops_the_run_with_exit_2(tmp_path, data):
-    environ, read_end, _write_end = _gate(tmp_path, data)
+def test_anything_but_go_stops_the_run_with_exit_2(data):
+    environ, read_end, _write_end = _gate(data)
 
     with pytest.raises(SystemExit) as raised:
         start_gate.wait_at_gate(environ)
