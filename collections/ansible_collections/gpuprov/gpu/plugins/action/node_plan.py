@@ -12,7 +12,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import re
 
@@ -30,6 +29,7 @@ from ansible_collections.gpuprov.gpu.plugins.plugin_utils import node_state_clie
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils import user_catalog
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.intent import parse_intent
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.inventory import VAR_PREFIX, plain
+from ansible_collections.gpuprov.gpu.plugins.plugin_utils.mig_persist import BootStateError, boot_state
 from ansible_collections.gpuprov.gpu.plugins.plugin_utils.planner import Planner
 
 # Forked workers plan independently; within one process identical intents plan once.
@@ -42,6 +42,12 @@ _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./+@:-]*$")
 _RESTORE_PATH_VARS = ("gpu_mig_restore_state_file", "gpu_mig_restore_program", "gpu_mig_restore_lib_dir",
                       "gpu_mig_restore_unit_dir")
 _FACTS = ("gpuprov_plan", "gpuprov_node_changes", "gpuprov_status")
+_RESTORE_TEMPLATES = ("gpuprov-mig-restore.py.j2", "gpuprov-mig-restore.service.j2")
+# Every variable the two restore templates name (a unit test holds this to their source).
+_RESTORE_TEMPLATE_VARS = ("ansible_managed", "gpu_mig_host_services", "gpu_mig_reset_pending",
+                          "gpu_mig_restore_environment", "gpu_mig_restore_lib_dir", "gpu_mig_restore_program",
+                          "gpu_mig_restore_python", "gpu_mig_restore_service_name",
+                          "gpu_mig_restore_state_file", "gpu_mig_restore_timeout")
 
 
 def _trusted(value):
@@ -239,18 +245,29 @@ class ActionModule(ActionBase):
         plan enables MIG on no GPU (nothing is then installed).
         """
         templar = self._restore_templar(plan, task_vars, facts)
-        templates = os.path.join(_GPU_MIG_ROLE, "templates")
-        # The state file's text, as persist.yml writes it, and the two templates, in one template
-        # (each template string is compiled on its own); the state is read back from the text
-        # rather than worked out a second time.
-        state_text, program, unit_text = templar.template(trust_as_template(
-            "{{ [gpu_mig_plan | gpuprov.gpu.mig_boot_state(gpu_mig_gpu_facts) | to_nice_json(indent=2),"
-            " lookup('ansible.builtin.template', '%s'), lookup('ansible.builtin.template', '%s')] }}"
-            % (os.path.join(templates, "gpuprov-mig-restore.py.j2"),
-               os.path.join(templates, "gpuprov-mig-restore.service.j2"))))
-        state_text += "\n"
-        if not any(gpu.get("mig_enabled") for gpu in json.loads(state_text)["gpus"]):
+        # The plan and facts the state file is made from, and every variable the templates name,
+        # in one template. The state is built with the mig_boot_state filter's own function:
+        # looking a collection's filter up makes ansible-core import every filter plugin of the
+        # collection, in every worker. The template lookup deep-copies all of its templar's
+        # variables for each template, so the templates are rendered over these values alone;
+        # ansible_managed is left to the lookup when the host does not set it, as it does.
+        names = [name for name in _RESTORE_TEMPLATE_VARS
+                 if name != "ansible_managed" or name in templar.available_variables]
+        values = templar.template(trust_as_template("{{ [gpu_mig_plan, gpu_mig_gpu_facts, %s] }}" % ", ".join(names)))
+        try:
+            state = boot_state(values[0], values[1])
+        except BootStateError as exc:
+            raise AnsibleError("mig_boot_state: %s" % exc)
+        if not any(gpu["mig_enabled"] for gpu in state["gpus"]):
             return []
+        render_variables = dict(zip(names, values[2:]))
+        render_variables["gpuprov_boot_state"] = state
+        # The state file's text as persist.yml writes it, and the two templates.
+        state_text, program, unit_text = self._templar.copy_with_new_env(available_variables=render_variables).template(
+            trust_as_template("{{ [gpuprov_boot_state | to_nice_json(indent=2), %s] }}" % ", ".join(
+                "lookup('ansible.builtin.template', '%s')" % os.path.join(_GPU_MIG_ROLE, "templates", name)
+                for name in _RESTORE_TEMPLATES)))
+        state_text += "\n"
         expected = [node_state_client.expected_entry(path, "0755", True, None) for path in restore["directories"]]
         for name in node_state_client.RESTORE_SOURCES:
             with open(os.path.join(_COLLECTION, "plugins", "module_utils", name), "rb") as handle:
