@@ -33,7 +33,14 @@ converge runs, and per-phase tables of the converge, the best re-run, status and
 
 --baseline-ref REF checks REF out into a temporary worktree (git worktree add --detach) and
 runs the same sizes there too, each size on fresh nodes of its own, side by side with this
-tree; converge time per node is then compared with REF's.
+tree; converge time per node is then compared with REF's. Separate fleets run one after the
+other, so a shared machine's load can move one tree's times against the other's; with
+--interleave N (and --baseline-ref) each size then also runs N rounds on this tree's fleet,
+already converged: a ping, then the re-run and `gpuprov status` of each tree, the trees'
+order flipped every round. Both trees then meet the same nodes under the same load; REF's
+re-run must find every node as planned (else the two trees converge differently and cannot
+share a fleet). Printed: least and median wall time and controller CPU per tree, and the
+ratios to the rounds' least and median ping.
 
 Targets. Always checked (deterministic): every run completes, the re-run changes nothing and
 every node is in sync, and a node already as planned costs at most 1 task in the re-run and
@@ -42,26 +49,28 @@ names; a 2-node check on a shared machine would fail by noise alone), else print
     re-run <= 1.2 x ping, status <= 1.5 x ping
     per-node re-run time flat: re-run/N at 24 (and 64) nodes <= 1.5 x that at 4 (forks >= N)
     with --baseline-ref and 24 nodes: converge per node <= 0.5 x REF's
-`scripts/test.sh` runs `--sizes 2 --forks 4 --repeat 2`: it enforces only the deterministic
-targets and prints the timed ones against their targets. The exit status is 1 when a checked
-target is missed.
+`scripts/test.sh` runs `--sizes 2 --forks 4 --repeat 2 --baseline-ref HEAD --interleave 1`: it
+enforces only the deterministic targets and prints the timed ones against their targets. The
+exit status is 1 when a checked target is missed.
 
 Needs root and openssh-server (the fleet's nodes are sshd processes in private mount
 namespaces, on 127.0.0.N from --first-host up; without --keep every size reuses the same
 addresses, so 64 nodes fit).
 
     python bench/fleet.py [--sizes 4,16,24] [--forks 24] [--repeat 2] [--baseline-ref main]
-                          [--profile] [--keep]
+                          [--interleave 5] [--profile] [--keep]
 
 --keep leaves the fleets running (their directories are printed); --profile runs one more,
 untimed re-run per size with Ansible's profile_tasks callback and keeps its output.
 """
 import argparse
+import copy
 import json
 import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -302,9 +311,24 @@ class SizeRun:
             return None
         return tasks_run(data) / float(self.size)
 
-    def rerun_once(self, what, profile=False):
+    def on_tree(self, tree, label):
+        """This fleet, already converged, run with ``tree``'s collection and CLI; timings of its own."""
+        other = copy.copy(self)
+        other.tree = tree
+        other.directory = os.path.join(self.directory, label)
+        os.makedirs(other.directory, exist_ok=True)
+        other.rerun_s, other.status_s, other.ping_s = [], [], []
+        other.profiles, other.controller_cpu = {}, {}
+        other._timings = 0
+        return other
+
+    def rerun_once(self, what, profile=False, converged_by=None):
         elapsed, nodes = self.site(what, "re-run", profile=profile)
         changed = sorted(host for host, node in nodes.items() if node["status"] != "unchanged")
+        if changed and converged_by is not None and converged_by is not self.tree:
+            raise RuntimeError("%s: its re-run changed %s on the nodes %s converged: the two trees do not "
+                               "converge alike and cannot share a fleet (leave out --interleave); see %s"
+                               % (self.tree.label, ", ".join(changed), converged_by.label, self.log.name))
         if changed:
             raise RuntimeError("%s: the re-run on %d nodes changed %s: the site playbook is not idempotent; "
                                "see %s" % (self.tree.label, self.size, ", ".join(changed), self.log.name))
@@ -447,7 +471,41 @@ def cpu_table(runs):
                                                                  rerun / ping, status / ping))
 
 
-def report(runs, baseline_runs, forks, phases):
+def interleave(run, baseline, rounds):
+    """``rounds`` rounds on ``run``'s converged fleet: a ping, then each tree's re-run and
+    `gpuprov status`, the trees' order flipped every round. ([this tree's, REF's], pings)."""
+    mine, theirs = run.on_tree(run.tree, "interleave-this"), run.on_tree(baseline, "interleave-base")
+    pings = run.on_tree(run.tree, "interleave-ping")
+    for i in range(rounds):
+        order = (mine, theirs) if i % 2 == 0 else (theirs, mine)
+        pings.ping_s.append(pings.ping())
+        for side in order:
+            side.rerun_s.append(side.rerun_once("interleaved re-run %d" % (i + 1), converged_by=run.tree))
+        for side in order:
+            side.status_s.append(side.status())
+    return [mine, theirs], pings
+
+
+def interleave_table(pairs):
+    print("interleaved on one fleet per size (this tree's, converged): least / median of each")
+    print("nodes  tree        re-run s     status s     ping s       re-run/ping  status/ping  "
+          "CPU/node re-run, status, ping")
+    for sides, pings in pairs:
+        for side in sides:
+            least = (min(side.rerun_s), min(side.status_s), min(pings.ping_s))
+            middle = (statistics.median(side.rerun_s), statistics.median(side.status_s),
+                      statistics.median(pings.ping_s))
+            cpu = ["%.3f" % (statistics.median(side.controller_cpu[kind]) / side.size)
+                   for kind in ("re-run", "status")] + [
+                "%.3f" % (statistics.median(pings.controller_cpu["ping"]) / side.size)]
+            print("%5d  %-10s  %4.1f / %4.1f  %4.1f / %4.1f  %4.1f / %4.1f  %4.2f / %4.2f  %4.2f / %4.2f  "
+                  "%s (median)" % (
+                side.size, side.tree.label[:10], least[0], middle[0], least[1], middle[1], least[2], middle[2],
+                least[0] / least[2], middle[0] / middle[2], least[1] / least[2], middle[1] / middle[2],
+                ", ".join(cpu)))
+
+
+def report(runs, baseline_runs, forks, phases, interleaved=()):
     print()
     print("gpuprov on SSH test fleets (forks %d; best of %d re-runs / status runs / pings)"
           % (forks, len(runs[0].rerun_s) if runs else 0))
@@ -455,6 +513,9 @@ def report(runs, baseline_runs, forks, phases):
     table(ordered, forks)
     print()
     cpu_table(ordered)
+    if interleaved:
+        print()
+        interleave_table(interleaved)
     if phases:
         for run in sorted(baseline_runs + runs, key=lambda run: (run.size, run.tree.label != "this tree")):
             for kind, title in (("converge", "converge (fresh nodes)"), ("re-run", "best re-run"),
@@ -537,6 +598,9 @@ def main(argv=None):
                         help="last octet of the first node's 127.0.0.N (default %(default)s)")
     parser.add_argument("--baseline-ref", metavar="REF",
                         help="also run the same sizes on REF (a git ref, checked out in a temporary worktree)")
+    parser.add_argument("--interleave", type=int, default=0, metavar="N",
+                        help="with --baseline-ref: also N rounds per size on this tree's converged fleet, the "
+                             "trees' re-runs and status runs alternating (see above)")
     parser.add_argument("--no-phases", action="store_true", help="leave out the per-phase tables")
     parser.add_argument("--profile", action="store_true",
                         help="one more, untimed re-run per size with profile_tasks (see the log)")
@@ -546,6 +610,8 @@ def main(argv=None):
     forks = args.forks or max([24] + sizes)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.interleave < 0 or (args.interleave and not args.baseline_ref):
+        parser.error("--interleave needs --baseline-ref and a number of rounds >= 1")
     try:
         fleetlib.check_prerequisites()
     except fleetlib.FleetError as exc:
@@ -568,7 +634,7 @@ def main(argv=None):
         baseline = baseline_tree(args.baseline_ref, base)
         trees.append(baseline)
     trees.append(Tree(REPO, "this tree"))
-    runs, baseline_runs = [], []
+    runs, baseline_runs, interleaved = [], [], []
     first_host = args.first_host
     failed = None
     try:
@@ -587,6 +653,10 @@ def main(argv=None):
                     (baseline_runs if tree is baseline else runs).append(run)
                     print("%d node(s), %s: converge %.1fs, re-run %.1fs, status %.1fs, ping %.1fs"
                           % (size, tree.label, run.converge_s, run.rerun, run.status_time, run.ping_time), flush=True)
+                    if args.interleave and tree is not baseline:
+                        print("%d node(s): %d interleaved round(s) of %s and %s on this tree's fleet ..."
+                              % (size, args.interleave, tree.label, baseline.label), flush=True)
+                        interleaved.append(interleave(run, baseline, args.interleave))
                 finally:
                     if not args.keep:
                         run.fleet.down(clean=True)
@@ -597,7 +667,7 @@ def main(argv=None):
         if baseline is not None:
             remove_tree(baseline)
 
-    met = report(runs, baseline_runs, forks, not args.no_phases) if runs else False
+    met = report(runs, baseline_runs, forks, not args.no_phases, interleaved) if runs else False
     if failed:
         print("\nFAIL: %s" % failed)
         return 1
