@@ -473,24 +473,25 @@ def cpu_table(runs):
 
 def interleave(run, baseline, rounds):
     """``rounds`` rounds on ``run``'s converged fleet: a ping, then each tree's re-run and
-    `gpuprov status`, the trees' order flipped every round. ([this tree's, REF's], pings)."""
+    `gpuprov status`, the trees' order flipped every round. [this tree's, REF's]; the rounds'
+    pings are kept with this tree's."""
     mine, theirs = run.on_tree(run.tree, "interleave-this"), run.on_tree(baseline, "interleave-base")
-    pings = run.on_tree(run.tree, "interleave-ping")
     for i in range(rounds):
         order = (mine, theirs) if i % 2 == 0 else (theirs, mine)
-        pings.ping_s.append(pings.ping())
+        mine.ping_s.append(mine.ping())
         for side in order:
             side.rerun_s.append(side.rerun_once("interleaved re-run %d" % (i + 1), converged_by=run.tree))
         for side in order:
             side.status_s.append(side.status())
-    return [mine, theirs], pings
+    return [mine, theirs]
 
 
 def interleave_table(pairs):
     print("interleaved on one fleet per size (this tree's, converged): least / median of each")
     print("nodes  tree        re-run s     status s     ping s       re-run/ping  status/ping  "
           "CPU/node re-run, status, ping")
-    for sides, pings in pairs:
+    for sides in pairs:
+        pings = sides[0]
         for side in sides:
             least = (min(side.rerun_s), min(side.status_s), min(pings.ping_s))
             middle = (statistics.median(side.rerun_s), statistics.median(side.status_s),
